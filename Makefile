@@ -1,0 +1,37 @@
+# Two entry points (README): `make reproduce` runs the pipeline, `make test` runs the tests.
+# Both create .venv and install everything they need on a fresh Debian/Ubuntu machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CORES ?= all
+SNAKEMAKE_ARGS ?=
+
+.PHONY: reproduce test install corpus lint dryrun clean
+
+$(VENV)/.installed: pyproject.toml constraints-cpu.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints-cpu.txt torch
+	$(PY) -m pip install -q -c constraints-cpu.txt -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# The embedded corpus: Debian's SWORD modules when apt-get works, else the SWORD repository.
+corpus: install
+	$(PY) -m pipeline_lib.ingest.sword_modules --ensure
+
+reproduce: corpus
+	$(VENV)/bin/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
+
+test: corpus
+	$(PY) -m pytest -q -x --durations=15 tests
+
+lint: install
+	$(VENV)/bin/snakemake --lint
+
+dryrun: install
+	$(VENV)/bin/snakemake -n --quiet rules
+
+clean:
+	rm -rf results logs .snakemake

@@ -1,0 +1,29 @@
+"""Document-level NMT, raw corpora to a scored report. See README.md."""
+
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+
+
+# Every stage's rules live in workflow/rules/<stage>.smk; common.smk (above) comes first.
+for _rules in sorted(Path(workflow.basedir, "workflow", "rules").glob("*.smk")):
+    if _rules.name != "common.smk":
+
+        include: str(_rules)
+
+
+rule all:
+    default_target: True
+    input:
+        final_targets(),

@@ -1,0 +1,39 @@
+"""The tensor batch that the data loader builds and every model consumes.
+
+Sentence-level models read ``src``/``tgt_in``/``tgt_out``; context-aware models also read the
+optional fields (left ``None`` when a loader or task does not provide them). Shapes use
+B = batch, S = source length, T = target length, C = context length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor                          # (B, S) long, PAD_ID padded, ends with EOS
+    tgt_in: torch.Tensor                       # (B, T) long, BOS + target
+    tgt_out: torch.Tensor                      # (B, T) long, target + EOS (loss labels)
+    doc_id: list[str] = field(default_factory=list)      # per row, for document order
+    sent_idx: list[int] = field(default_factory=list)
+    ctx_src: torch.Tensor | None = None        # (B, C) previous source sentence(s), concatenated
+    src_heads: torch.Tensor | None = None      # (B, S) subword dependency head index, -1 = none
+    tgt_heads: torch.Tensor | None = None      # (B, T) aligned to tgt_in positions, -1 = none
+    extra: dict[str, Any] = field(default_factory=dict)  # model-specific inputs (documented there)
+
+    def to(self, device: torch.device | str) -> "Batch":
+        moved = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            moved[f.name] = v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+        moved["extra"] = {k: v.to(device) if isinstance(v, torch.Tensor) else v
+                          for k, v in self.extra.items()}
+        return Batch(**moved)
+
+    @property
+    def num_tgt_tokens(self) -> int:
+        return int((self.tgt_out != 0).sum())

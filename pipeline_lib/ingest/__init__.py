@@ -1,0 +1,56 @@
+"""Corpus readers: each turns one raw corpus format into rows of the document schema.
+
+A reader is a module in this package exposing
+
+``read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]``
+    one item per input record, in document order: a kept ``Sentence`` or a ``Rejected`` with its
+    reason (so input count = kept + quarantined by construction; tests check it against the file);
+``input_files(spec: dict) -> list[str]``
+    the raw files it reads, so that Snakemake reruns ingestion when one of them changes.
+
+Unreadable input (malformed markup, undecodable bytes in a file that must be decoded whole) raises
+``InputError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+
+class InputError(ValueError):
+    """Input that cannot be read at all; the message names the file and line."""
+
+    def __init__(self, path: str, line: int | None, message: str):
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path, self.line = path, line
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-segment sanity limits from config ``ingest``."""
+
+    max_line_chars: int = 2000
+
+
+# reader name in config -> module of this package
+READERS: dict[str, str] = {
+    "bible": "bible",
+    "sgml": "sgml",
+    "wmt_xml": "wmt_xml",
+    "iwslt": "iwslt",
+    "plaintext": "plaintext",
+    "ldc_doc": "ldc",
+    "ldc_sent": "ldc",
+    "mono_sgml": "mono",
+    "mono_text": "mono",
+}
+
+
+def reader_module(reader: str) -> ModuleType:
+    try:
+        return importlib.import_module(f"{__name__}.{READERS[reader]}")
+    except KeyError:
+        raise ValueError(f"unknown reader {reader!r}; known: {sorted(READERS)}") from None

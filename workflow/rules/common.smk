@@ -1,0 +1,31 @@
+"""Input functions, paths and the final-target registry shared by every rule file."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, workflow.basedir)
+
+from pipeline_lib.codehash import code_hash
+
+RESULTS = config.get("results_dir", "results")
+RESOURCES = config.get("resources_dir", "resources")
+SHARED = os.environ.get("DOCMT_SHARED", config.get("shared_dir", "../shared"))
+CORPORA = list(config["corpora"])
+
+# Rule files append what `rule all` must build; final_targets() is evaluated after all includes.
+FINAL_TARGETS = []
+
+
+def final_targets():
+    return FINAL_TARGETS
+
+
+def corpus_spec(corpus):
+    return config["corpora"][corpus]
+
+
+def corpus_spec_json(wildcards):
+    """The corpus's config entry as one shell-quoted JSON argument (also a rerun trigger)."""
+    return json.dumps(corpus_spec(wildcards.corpus), sort_keys=True)
