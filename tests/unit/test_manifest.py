@@ -1,0 +1,54 @@
+import json
+
+from pipeline_lib.codehash import code_hash
+from pipeline_lib.manifest import Manifest, sha256_path
+
+
+def test_manifest_records_inputs_rejections_and_versions(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n")
+    m = Manifest(stage="demo", params={"k": 1})
+    m.add_input(src)
+    m.reject("empty_segment")
+    m.reject("empty_segment")
+    m.reject("too_long")
+    m.counts = {"kept": 5}
+    rec = m.write(tmp_path / "out" / "manifest.json")
+    on_disk = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert on_disk == json.loads(json.dumps(rec, default=str))
+    assert on_disk["inputs"][str(src)] == sha256_path(src)
+    assert on_disk["rejected"] == {"empty_segment": 2, "too_long": 1}
+    assert on_disk["rejected_total"] == 3
+    assert "pyarrow" in on_disk["versions"]
+    assert not list((tmp_path / "out").glob("*.tmp"))
+
+
+def test_directory_checksum_sees_content_and_names(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a").write_text("1")
+    before = sha256_path(d)
+    (d / "a").write_text("2")
+    assert sha256_path(d) != before
+    (d / "a").write_text("1")
+    assert sha256_path(d) == before
+    (d / "a").rename(d / "b")
+    assert sha256_path(d) != before
+
+
+def test_code_hash_changes_only_with_the_named_modules(tmp_path, monkeypatch):
+    import pipeline_lib.codehash as ch
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for name in ("schema", "manifest", "constants", "alpha", "beta"):
+        (pkg / f"{name}.py").write_text(f"# {name}\n")
+    (pkg / "sub" / "x.py").write_text("x = 1\n")
+    monkeypatch.setattr(ch, "PACKAGE_ROOT", pkg)
+    a, sub = code_hash("alpha"), code_hash("sub")
+    (pkg / "beta.py").write_text("# changed\n")
+    assert code_hash("alpha") == a
+    (pkg / "alpha.py").write_text("# changed\n")
+    assert code_hash("alpha") != a
+    (pkg / "sub" / "x.py").write_text("x = 2\n")
+    assert code_hash("sub") != sub
