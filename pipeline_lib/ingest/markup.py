@@ -1,0 +1,205 @@
+"""Tolerant, line-oriented reading of SGML test sets and aligning their documents.
+
+NIST/LDC/WMT SGML and the IWSLT ``.xml`` files are often not well-formed XML (bare ``&``,
+unquoted attributes, ``<seg>`` or ``</p>`` left open, upper-case ``<DOC>``), so an XML parser
+would refuse files every MT toolkit reads. Like those tools (sacrebleu, mteval) we match tags with
+regular expressions, close an open segment implicitly at the next segment/paragraph/document
+boundary, and decode only the five XML entities and numeric character references. What cannot be
+repaired (a ``<seg>`` outside any document, a half-written ``<seg`` tag, a file with no
+documents) raises ``InputError`` with file and line.
+
+A file may hold several sets (``<srcset>``, ``<refset>``, ``<tstset>``): NIST MT02-08 reference
+files carry four ``<refset>`` s, each of which becomes one reference of the ``tgt`` list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from pipeline_lib.constants import IngestReason
+from pipeline_lib.ingest import InputError, Limits
+from pipeline_lib.ingest.lines import (STAGE, Segment, emit_document, normalize, read_lines,
+                                       reject_all)
+from pipeline_lib.schema import Rejected, Sentence
+
+TAG = re.compile(r"<(/?)([A-Za-z][\w.:-]*)((?:\s[^<>]*)?)/?>")
+ATTR = re.compile(r"""([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+# a tag of ours that TAG could not match: unterminated or broken, so the line cannot be trusted
+BROKEN = re.compile(r"</?(seg|doc|p)\b(?![^<]*>)", re.IGNORECASE)
+ENTITY = re.compile(r"&(amp|lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);")
+_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+SETS = {"srcset", "refset", "tstset"}
+# closing one of these also closes a segment left open inside it
+BLOCKS = {"p", "hl", "text", "body", "headline", "dateline", "doc", *SETS}
+
+
+def unescape(text: str) -> str:
+    """Decode XML entities only; a bare ``&`` (``AT&T``) or an HTML name stays as written."""
+
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        if name[0] != "#":
+            return _NAMED[name]
+        code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
+        return chr(code) if 0 < code < 0x110000 else m.group(0)
+
+    return ENTITY.sub(sub, text)
+
+
+def attributes(raw: str) -> dict[str, str]:
+    return {m.group(1).lower(): unescape(next(g for g in m.groups()[1:] if g is not None))
+            for m in ATTR.finditer(raw)}
+
+
+@dataclass
+class Seg:
+    id: str | None
+    text: str
+    line: int
+    bad: bool
+
+
+@dataclass
+class Doc:
+    """One ``<doc>`` of one set of one file, its segments in file order."""
+
+    file: str
+    line: int
+    set_index: int           # 0-based index of the enclosing set in its file
+    attrs: dict[str, str]
+    segs: list[Seg] = field(default_factory=list)
+
+    @property
+    def id(self) -> str | None:
+        return self.attrs.get("docid") or self.attrs.get("id")
+
+
+def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
+    """All documents of a file; text outside ``seg_tag`` elements (headers, titles) is skipped."""
+    docs: list[Doc] = []
+    set_index = -1
+    doc: Doc | None = None
+    seg: Seg | None = None
+    parts: list[str] = []
+
+    def close_seg() -> None:
+        nonlocal seg
+        if seg is not None:
+            seg.text = normalize(unescape("".join(parts)))
+            doc.segs.append(seg)
+            seg = None
+        parts.clear()
+
+    for line in read_lines(path):
+        if BROKEN.search(TAG.sub("", line.text)):
+            raise InputError(path, line.no, f"malformed tag in {line.text[:80]!r}")
+        pos = 0
+        for m in TAG.finditer(line.text):
+            if seg is not None:
+                parts.append(line.text[pos:m.start()])
+                seg.bad = seg.bad or line.bad
+            pos = m.end()
+            closing, name = m.group(1) == "/", m.group(2).lower()
+            if name == seg_tag and not closing:
+                if doc is None:
+                    raise InputError(path, line.no, f"<{seg_tag}> outside any <doc>")
+                close_seg()
+                seg = Seg(attributes(m.group(3)).get("id"), "", line.no, line.bad)
+            elif name == "doc" and not closing:  # also ends a previous <doc> left open
+                close_seg()
+                doc = Doc(path, line.no, max(set_index, 0), attributes(m.group(3)))
+                docs.append(doc)
+            elif name in SETS and not closing:
+                close_seg()
+                doc = None
+                set_index += 1
+            elif name == seg_tag or name in BLOCKS:
+                close_seg()
+                if closing and name == "doc":
+                    doc = None
+            # any other tag inside a segment is inline markup: dropped, its text kept
+        if seg is not None:
+            parts.append(line.text[pos:] + " ")
+            seg.bad = seg.bad or line.bad
+    close_seg()
+    if not docs:
+        raise InputError(path, None, "no <doc> element found")
+    return docs
+
+
+def align(corpus: str, split: str, src_docs: list[Doc], ref_sets: list[list[Doc]],
+          limits: Limits) -> Iterator[Sentence | Rejected]:
+    """Pair each source document with its document in every reference set, segment by segment.
+
+    Segments pair by ``id`` where both sides number them uniquely, by position otherwise; a
+    document whose sides differ in length or ids is quarantined whole, since any pairing would be
+    a guess. Reference documents without a source document are quarantined too, so that every
+    ``<seg>`` read is accounted for.
+    """
+    refs: list[dict[str, Doc]] = [{d.id: d for d in rs if d.id} for rs in ref_sets]
+    seen: set[str] = set()
+    for doc in src_docs:
+        segs = [Segment(s.text, None, doc.file, s.line, s.bad) for s in doc.segs]
+        doc_id = doc.id or f"{doc.file}:{doc.line}"
+        if doc.id is None:
+            yield from reject_all(corpus, segs, doc_id, IngestReason.MISSING_DOC_ID)
+            continue
+        if doc.id in seen:
+            yield from reject_all(corpus, segs, doc_id, IngestReason.DUPLICATE_DOC_ID)
+            continue
+        seen.add(doc.id)
+        if not doc.segs:
+            yield empty_document(corpus, doc)
+            continue
+        reason, targets = _pair(doc, [r.get(doc.id) for r in refs])
+        if reason is not None:
+            yield from reject_all(corpus, segs, doc_id, reason)
+            continue
+        for seg, tgt in zip(segs, targets):
+            seg.tgt = [t.text for t in tgt]
+            seg.bad = seg.bad or any(t.bad for t in tgt)
+        yield from emit_document(corpus, split, doc_id, segs, limits)
+    for rs in ref_sets:
+        for doc in rs:
+            if doc.id not in seen:
+                yield from reject_all(corpus, [Segment(s.text, None, doc.file, s.line, s.bad)
+                                               for s in doc.segs],
+                                      doc.id or "", IngestReason.REFERENCE_WITHOUT_SOURCE)
+
+
+def empty_document(corpus: str, doc: Doc) -> Rejected:
+    """A document with no segment at all is one quarantined record, so that it still counts."""
+    return Rejected(STAGE, corpus, doc.file, doc.line, doc.id or "", IngestReason.NO_SEGMENTS.value)
+
+
+def _pair(doc: Doc, ref_docs: list[Doc | None]) -> tuple[IngestReason | None, list[list[Seg]]]:
+    """``(reason, per-segment reference lists)``; reason is set when the document cannot pair."""
+    ids = [s.id for s in doc.segs]
+    by_id = None not in ids and len(set(ids)) == len(ids)
+    if None not in ids and not by_id:
+        return IngestReason.DUPLICATE_SEG_ID, []
+    columns: list[list[Seg]] = []
+    for ref in ref_docs:
+        if ref is None:
+            return IngestReason.MISSING_REFERENCE, []
+        if len(ref.segs) != len(doc.segs):
+            return IngestReason.SEG_COUNT_MISMATCH, []
+        ref_ids = {s.id: s for s in ref.segs}
+        if by_id and len(ref_ids) == len(ref.segs) and None not in ref_ids:
+            if set(ref_ids) != set(ids):
+                return IngestReason.SEG_ID_MISMATCH, []
+            columns.append([ref_ids[i] for i in ids])
+        else:
+            columns.append(ref.segs)
+    return None, [list(row) for row in zip(*columns)] if columns else [[] for _ in doc.segs]
+
+
+def sets_of(docs: list[Doc]) -> list[list[Doc]]:
+    """Split one file's documents into its sets (one reference per ``<refset>``)."""
+    grouped: dict[int, list[Doc]] = defaultdict(list)
+    for d in docs:
+        grouped[d.set_index].append(d)
+    return [grouped[k] for k in sorted(grouped)]

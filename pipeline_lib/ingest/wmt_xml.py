@@ -1,0 +1,99 @@
+"""Reader ``wmt_xml``: WMT test sets in the XML format used since 2021.
+
+Spec keys (``corpora.<name>``)::
+
+    reader: wmt_xml
+    splits:
+      test:
+        src: wmttest2022.en-de.all.xml        # one file holds source and references
+        translators: [A, B]                   # optional: which <ref translator=...> form ``tgt``,
+                                              # in this order; default all found, sorted by name
+
+Layout: ``<dataset><collection><doc id=...><src lang=..><p><seg id=..>`` and one
+``<ref lang=.. translator=..>`` per reference with the same ``<p><seg>`` structure (``<hyp>``
+system outputs are ignored). Unlike the older SGML these files are well-formed XML, so they are
+parsed strictly with the standard library's expat (which gives line numbers); a file expat
+refuses, undecodable bytes included, raises ``InputError``. Segments pair by ``seg id`` within a
+document; the document-level checks are those of ``markup.align`` (shared with ``sgml``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+from xml.parsers import expat
+
+from pipeline_lib.ingest import InputError, Limits
+from pipeline_lib.ingest.lines import normalize, splits
+from pipeline_lib.ingest.markup import Doc, Seg, align
+from pipeline_lib.schema import Rejected, Sentence
+
+KEYS = {"src", "translators"}
+
+
+def input_files(spec: dict) -> list[str]:
+    return [sub["src"] for _, sub in splits(spec, KEYS)]
+
+
+class _Collector:
+    """expat handlers: each <src>/<ref> of a <doc> becomes a ``markup.Doc`` with that doc's id."""
+
+    def __init__(self, path: str, parser: expat.XMLParserType):
+        self.path, self.parser = path, parser
+        self.src: list[Doc] = []
+        self.refs: dict[str, list[Doc]] = {}     # translator -> its reference documents
+        self.doc_id: str | None = None
+        self.side: Doc | None = None              # the <src> or <ref> being read; None in <hyp>
+        self.seg: Seg | None = None
+        self.parts: list[str] = []
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        line = self.parser.CurrentLineNumber
+        if name == "doc":
+            self.doc_id = attrs.get("id")
+        elif name in ("src", "ref"):
+            self.side = Doc(self.path, line, 0, {"docid": self.doc_id} if self.doc_id else {})
+            if name == "src":
+                self.src.append(self.side)
+            else:
+                self.refs.setdefault(attrs.get("translator", ""), []).append(self.side)
+        elif name == "seg" and self.side is not None:
+            self.seg, self.parts = Seg(attrs.get("id"), "", line, False), []
+
+    def end(self, name: str) -> None:
+        if name == "seg" and self.seg is not None:
+            self.seg.text = normalize("".join(self.parts))
+            self.side.segs.append(self.seg)
+            self.seg = None
+        elif name in ("src", "ref"):
+            self.side = None
+
+    def text(self, data: str) -> None:
+        if self.seg is not None:
+            self.parts.append(data)
+
+
+def parse(path: str) -> tuple[list[Doc], dict[str, list[Doc]]]:
+    """``(source documents, translator -> reference documents)`` of one WMT XML file."""
+    parser = expat.ParserCreate("utf-8")
+    c = _Collector(path, parser)
+    parser.StartElementHandler, parser.EndElementHandler = c.start, c.end
+    parser.CharacterDataHandler = c.text
+    try:
+        with open(path, "rb") as f:
+            parser.ParseFile(f)
+    except expat.ExpatError as e:
+        raise InputError(path, e.lineno, f"malformed XML: {expat.ErrorString(e.code)}") from None
+    except OSError as e:
+        raise InputError(path, None, f"cannot open: {e.strerror or e}") from None
+    return c.src, c.refs
+
+
+def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
+    for split, sub in splits(spec, KEYS):
+        src, refs = parse(sub["src"])
+        translators = sub.get("translators") or sorted(refs)
+        unknown = [t for t in translators if t not in refs]
+        if unknown or not translators:
+            raise InputError(sub["src"], None, f"no <ref> by translator(s) {unknown or 'any'}; "
+                                               f"found {sorted(refs)}")
+        yield from align(corpus, split, src, [refs[t] for t in translators], limits)

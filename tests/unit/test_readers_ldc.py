@@ -1,0 +1,40 @@
+"""Readers ``ldc_doc`` (per-document SGML, one glob per translator) and ``ldc_sent``."""
+
+from __future__ import annotations
+
+import pytest
+from test_readers_common import DATA, assert_document_order, count_matches, reasons, run
+
+from pipeline_lib.ingest import InputError, reader_module
+
+D = DATA / "ldc"
+DOC_SPEC = {"reader": "ldc_doc", "splits": {"train": {
+    "src": str(D / "src" / "*.sgm"), "tgt": [str(D / "E01" / "*.sgm"), str(D / "E02" / "*.sgm")]}}}
+
+
+def test_ldc_doc_pairs_documents_across_files_and_translators():
+    kept, bad = run(DOC_SPEC)
+    n_src = sum(count_matches(p, rb"<seg[\s>]") for p in (D / "src").glob("*.sgm"))
+    assert len(kept) + len(bad) == n_src == 6
+    assert reasons(bad) == {"segment_id_mismatch": 1}
+    assert_document_order(kept)
+    assert kept[0].src == "新华社 北京 一月 一日 电"  # headline segments are translated too
+    assert kept[2].tgt == ["Second paragraph, second sentence & others (E01)",
+                           "Second paragraph, second sentence & others (E02)"]
+    assert kept[2].src == "第二段 第二句 & 其他"
+    assert len(reader_module("ldc_doc").input_files(DOC_SPEC)) == 6
+
+
+def test_ldc_sent_lines_become_one_sentence_documents_without_context():
+    spec = {"reader": "ldc_sent", "splits": {"train": {"src": str(D / "sent.zh"), "tgt": str(D / "sent.en")}}}
+    kept, bad = run(spec)
+    assert len(kept) + len(bad) == len((D / "sent.zh").read_bytes().splitlines()) == 4
+    assert reasons(bad) == {"undecodable_bytes": 1, "empty_segment": 1}
+    assert [(s.doc_id, s.sent_idx, s.has_context, s.tgt) for s in kept] == [
+        ("sent.zh:1", 0, False, ["First sentence."]), ("sent.zh:4", 0, False, ["Fourth sentence."])]
+
+
+def test_ldc_glob_without_match_is_an_input_error():
+    spec = {"reader": "ldc_doc", "splits": {"train": {"src": str(D / "missing" / "*.sgm"), "tgt": str(D / "E01")}}}
+    with pytest.raises(InputError, match="matches no file"):
+        run(spec)
