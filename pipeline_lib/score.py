@@ -1,0 +1,262 @@
+"""``python -m pipeline_lib.score``: BLEU, d-BLEU, chrF and TER of every model on every test set,
+with paired bootstrap significance against the baseline.
+
+Every number comes from sacreBLEU's Python API (Post, 2018) and is stored with its signature, so
+that a score in the report can be reproduced with the ``sacrebleu`` CLI. Nothing is
+re-implemented here: this module only lines hypotheses up with their references.
+
+* Sentence-level scores are corpus BLEU / chrF / TER over the sentences of a test set; where a
+  test set has several references per sentence (``tgt`` is a list in the document Parquet) all of
+  them are used, padded with ``None`` where a sentence has fewer (sacreBLEU ignores ``None``).
+* d-BLEU (Liu et al. 2020) joins each document's sentences with a space, then computes corpus
+  BLEU over documents; reference k of a document is the join of the sentences' k-th references.
+* Significance: sacreBLEU's paired bootstrap resampling (Koehn, 2004) of each model against the
+  baseline (first model), ``bootstrap_samples`` resamples, seed from ``SACREBLEU_SEED`` (12345).
+* "All" is the concatenation of all test sets, in the order given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.significance import PairedTest
+
+from pipeline_lib.constants import ALL_TEST_SETS
+from pipeline_lib.manifest import Manifest
+
+log = logging.getLogger("score")
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """The ``score`` section of config.yaml (see workflow/schemas/config.schema.yaml)."""
+
+    lowercase: bool = False
+    bootstrap_samples: int = 1000
+    significance_level: float = 0.05
+
+
+@dataclass
+class TestSet:
+    """Hypotheses of every model on one test set, aligned with the references sentence by sentence."""
+
+    name: str
+    keys: list[tuple[str, int]] = field(default_factory=list)   # (doc_id, sent_idx) in doc order
+    refs: list[list[str]] = field(default_factory=list)         # per sentence, its references
+    hyps: dict[str, list[str]] = field(default_factory=dict)    # model -> hypothesis per sentence
+
+    def concat(self, other: "TestSet") -> None:
+        """Append ``other`` (keys are prefixed with the test set name so documents stay distinct)."""
+        self.keys += [(f"{other.name}:{d}", i) for d, i in other.keys]
+        self.refs += other.refs
+        for model, hyps in other.hyps.items():
+            self.hyps.setdefault(model, []).extend(hyps)
+
+
+def read_references(docs: Path, split: str) -> tuple[list[tuple[str, int]], list[list[str]]]:
+    """(doc_id, sent_idx) keys and reference lists of one split, in document order."""
+    table = pq.read_table(docs, columns=["split", "doc_id", "sent_idx", "tgt"])
+    keys, refs = [], []
+    for row in table.to_pylist():
+        if row["split"] != split:
+            continue
+        if not row["tgt"]:
+            raise ValueError(f"{docs}: {split} document {row['doc_id']} sentence {row['sent_idx']} "
+                             "has no reference")
+        keys.append((row["doc_id"], int(row["sent_idx"])))
+        refs.append(list(row["tgt"]))
+    if not keys:
+        raise ValueError(f"{docs}: no sentences in split {split!r}")
+    return keys, refs
+
+
+def read_hypotheses(path: Path, keys: list[tuple[str, int]], manifest: Manifest) -> list[str]:
+    """Hypotheses in the order of ``keys``; a missing sentence scores as empty and is counted.
+
+    A decoder that silently drops sentences would otherwise raise its BLEU (fewer, easier
+    sentences); scoring the gap as an empty translation penalises it, and the manifest says so.
+    """
+    table = pq.read_table(path, columns=["doc_id", "sent_idx", "hyp"])
+    by_key = {(r["doc_id"], int(r["sent_idx"])): r["hyp"] or "" for r in table.to_pylist()}
+    missing = [k for k in keys if k not in by_key]
+    if missing:
+        log.warning("%s: %d of %d sentences have no hypothesis (scored as empty), first %s",
+                    path, len(missing), len(keys), missing[0])
+        manifest.reject(f"missing_hypothesis:{path}", len(missing))
+    extra = len(set(by_key) - set(keys))
+    if extra:
+        manifest.reject(f"hypothesis_without_reference:{path}", extra)
+    return [by_key.get(k, "") for k in keys]
+
+
+def reference_streams(refs: list[list[str]]) -> list[list[str | None]]:
+    """Per-sentence reference lists -> sacreBLEU's reference streams (one list per ref index)."""
+    n = max(len(r) for r in refs)
+    return [[r[k] if k < len(r) else None for r in refs] for k in range(n)]
+
+
+def documents(keys: list[tuple[str, int]], lines: list[str]) -> list[str]:
+    """Join the sentences of each document (keys are in document order) with a space."""
+    out: list[str] = []
+    current = None
+    for (doc, _), line in zip(keys, lines):
+        if doc != current:
+            out.append(line)
+            current = doc
+        else:
+            out[-1] = f"{out[-1]} {line}".strip()
+    return out
+
+
+def doc_references(keys: list[tuple[str, int]], refs: list[list[str]]) -> list[list[str | None]]:
+    """Reference stream k of the documents: the join of their sentences' k-th references."""
+    n = max(len(r) for r in refs)
+    streams = []
+    for k in range(n):
+        # a document has reference k only where all of its sentences have one
+        joined = documents(keys, [r[k] if k < len(r) else "\0" for r in refs])
+        streams.append([None if "\0" in d else d for d in joined])
+    return streams
+
+
+def metrics(cfg: ScoreConfig) -> dict[str, object]:
+    return {"bleu": BLEU(lowercase=cfg.lowercase), "chrf": CHRF(lowercase=cfg.lowercase),
+            "ter": TER(case_sensitive=not cfg.lowercase)}
+
+
+def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig) -> dict:
+    """Scores and significance of every model on one test set (first model = baseline)."""
+    sent_refs = reference_streams(ts.refs)
+    doc_keys_refs = doc_references(ts.keys, ts.refs)
+    out: dict = {"sentences": len(ts.keys), "documents": len({d for d, _ in ts.keys}),
+                 "references": len(sent_refs), "models": {}}
+    for model in models:
+        row: dict = {}
+        for name, metric in metrics(cfg).items():
+            score = metric.corpus_score(ts.hyps[model], sent_refs)
+            row[name] = round(score.score, 2)
+            row[f"{name}_signature"] = str(metric.get_signature())
+        dbleu = BLEU(lowercase=cfg.lowercase)
+        score = dbleu.corpus_score(documents(ts.keys, ts.hyps[model]), doc_keys_refs)
+        row["dbleu"] = round(score.score, 2)
+        row["dbleu_signature"] = str(dbleu.get_signature())
+        out["models"][model] = row
+    if len(models) > 1:
+        _significance(ts, models, cfg, sent_refs, doc_keys_refs, out)
+    return out
+
+
+def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, doc_refs,
+                  out: dict) -> None:
+    """Paired bootstrap of every model against the baseline, sentence- and document-level."""
+    runs = [
+        ({"bleu": BLEU(lowercase=cfg.lowercase), "chrf": CHRF(lowercase=cfg.lowercase),
+          "ter": TER(case_sensitive=not cfg.lowercase)},
+         [(m, ts.hyps[m]) for m in models], sent_refs),
+        ({"dbleu": BLEU(lowercase=cfg.lowercase)},
+         [(m, documents(ts.keys, ts.hyps[m])) for m in models], doc_refs),
+    ]
+    for named_metrics, systems, refs in runs:
+        test = PairedTest(systems, named_metrics, refs, test_type="bs",
+                          n_samples=cfg.bootstrap_samples)
+        signatures, results = test()
+        # results is keyed by sacreBLEU's metric names (BLEU, chrF2, TER) in our metrics' order
+        for ours, (theirs, sig) in zip(named_metrics, signatures.items()):
+            for model, res in zip(results["System"], results[theirs]):
+                row = out["models"][model]
+                row[f"{ours}_bs_signature"] = str(sig)
+                row[f"{ours}_ci"] = [round(float(res.mean), 2), round(float(res.ci), 2)]
+                if res.p_value is not None:
+                    # sacreBLEU 2.x centres the bootstrap differences on their mean, so a system
+                    # identical to the baseline gets p = 1/(n+1) instead of 1; an identical
+                    # output cannot differ, so it gets p = 1 here.
+                    same = ts.hyps[model] == ts.hyps[models[0]]
+                    row[f"{ours}_p"] = 1.0 if same else round(float(res.p_value), 4)
+                    row[f"{ours}_significant"] = row[f"{ours}_p"] < cfg.significance_level
+
+
+def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], baseline: str,
+              cfg: ScoreConfig, manifest: Manifest) -> dict:
+    """Score all (model, corpus, split) hypotheses; returns the scores document."""
+    # the baseline first, then the models in the order given (the config's order)
+    models = list(dict.fromkeys([baseline] + [m for m, *_ in hyps]))
+    if baseline not in {m for m, *_ in hyps}:
+        raise ValueError(f"no hypotheses for the baseline model {baseline!r}")
+    sets: dict[str, TestSet] = {}
+    for model, corpus, split, path in hyps:
+        name = f"{corpus}/{split}"
+        if name not in sets:
+            if corpus not in refs:
+                raise ValueError(f"{path}: no references given for corpus {corpus!r}")
+            keys, r = read_references(refs[corpus], split)
+            sets[name] = TestSet(name, keys, r)
+            manifest.add_input(refs[corpus])
+        sets[name].hyps[model] = read_hypotheses(path, sets[name].keys, manifest)
+        manifest.add_input(path)
+    for name, ts in sets.items():
+        absent = [m for m in models if m not in ts.hyps]
+        if absent:
+            raise ValueError(f"test set {name}: no hypotheses for {absent}")
+    names = sorted(sets)
+    if len(names) > 1:
+        everything = TestSet(ALL_TEST_SETS)
+        for name in names:
+            everything.concat(sets[name])
+        sets[ALL_TEST_SETS] = everything
+        names.append(ALL_TEST_SETS)
+    results = {}
+    for name in names:
+        log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
+        results[name] = score_test_set(sets[name], models, cfg)
+    manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
+                       for name, r in results.items()}
+    return {"baseline": baseline, "models": models, "test_sets": names,
+            "config": asdict(cfg),
+            "results": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--refs", nargs=2, action="append", required=True, metavar=("CORPUS", "DOCS"),
+                    help="a corpus and its docs.parquet (repeatable)")
+    ap.add_argument("--hyp", nargs=4, action="append", required=True,
+                    metavar=("MODEL", "CORPUS", "SPLIT", "PARQUET"),
+                    help="hypotheses of MODEL on CORPUS/SPLIT (repeatable)")
+    ap.add_argument("--baseline", required=True, help="model every other model is tested against")
+    ap.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
+    ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
+    ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
+    ap.add_argument("--output", required=True, type=Path, help="scores JSON")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = ScoreConfig(args.lowercase, args.bootstrap_samples, args.significance_level)
+    manifest = Manifest(stage="score_test", params={"baseline": args.baseline, **asdict(cfg)})
+    try:
+        scores = score_all({c: Path(p) for c, p in args.refs},
+                           [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
+                           manifest)
+    except (OSError, ValueError) as e:
+        log.error("%s", e)
+        return 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(scores, indent=2) + "\n")
+    for name in scores["test_sets"]:
+        for model, row in scores["results"][name]["models"].items():
+            # the signature printed with every number (sacreBLEU's recommendation)
+            print(f"{name}\t{model}\tBLEU {row['bleu']}\t{row['bleu_signature']}")
+            print(f"{name}\t{model}\td-BLEU {row['dbleu']}\t{row['dbleu_signature']}")
+            print(f"{name}\t{model}\tchrF {row['chrf']}\t{row['chrf_signature']}")
+            print(f"{name}\t{model}\tTER {row['ter']}\t{row['ter_signature']}")
+    manifest.write(args.output.parent / "manifest.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Contrastive suite readers and scorer, the checkpoint score_fn, and lexical consistency."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch import nn
+
+from pipeline_lib import discourse
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import BOS_ID, EOS_ID
+from pipeline_lib.schema import DOC_SCHEMA
+
+# Two examples in the exact layout of lena-voita/good-translation-wrong-in-context
+# consistency_testsets/deixis_test.json (context and current sentence joined by " _eos ").
+VOITA = [
+    {"src": "Are you coming ? _eos Yes . _eos You were late .",
+     "dst": ["Ты идёшь ? _eos Да . _eos Ты опоздал .", "Ты идёшь ? _eos Да . _eos Вы опоздали ."],
+     "true_ind": 0, "ctx_dist": 2},
+    {"src": "Are you coming ? _eos You were late .",
+     "dst": ["Вы идёте ? _eos Ты опоздал .", "Вы идёте ? _eos Вы опоздали ."],
+     "true_ind": 1, "ctx_dist": 1},
+]
+# ContraPro (ZurichNLP/ContraPro contrapro.json) field names; context from
+# json2text_and_context.pl --context 1: one line per scored line (reference, then errors).
+CONTRAPRO = [
+    {"src segment": "Play it .", "ref segment": "Spiel ihn .", "src pronoun": "it",
+     "ref pronoun": "ihn", "ante distance": 1, "intrasegmental": False,
+     "errors": [{"contrastive": "Spiel sie .", "replacement": "sie"},
+                {"contrastive": "Spiel es .", "replacement": "es"}]},
+    {"src segment": "It is red .", "ref segment": "Sie ist rot .", "src pronoun": "it",
+     "ref pronoun": "Sie", "ante distance": 5, "intrasegmental": False,
+     "errors": [{"contrastive": "Er ist rot .", "replacement": "er"}]},
+]
+
+
+def test_read_voita_splits_context_and_candidates(tmp_path):
+    path = tmp_path / "deixis_test.json"
+    path.write_text(json.dumps(VOITA, ensure_ascii=False))
+    ex = discourse.read_voita(path, "deixis")
+    assert ex[0].src_context == ["Are you coming ?", "Yes ."]
+    assert ex[0].src == "You were late ."
+    assert ex[0].tgt_context == ["Ты идёшь ?", "Да ."]
+    assert ex[0].candidates == ["Ты опоздал .", "Вы опоздали ."]
+    assert (ex[1].true_index, ex[1].distance, ex[1].phenomenon) == (1, "1", "deixis")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"src": "a _eos b", "dst": ["x _eos y", "z _eos y"], "true_ind": 0}]))
+    with pytest.raises(discourse.SuiteFormatError, match="differ in their context"):
+        discourse.read_voita(bad, "x")
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"src": 1,\n')
+    with pytest.raises(discourse.SuiteFormatError, match="broken.json:2"):
+        discourse.read_voita(broken, "x")
+
+
+def test_read_contrapro_with_context_files(tmp_path):
+    (tmp_path / "contrapro.json").write_text(json.dumps(CONTRAPRO))
+    # 3 scored lines for example 0, 2 for example 1 (empty context = document start)
+    (tmp_path / "ctx.en").write_text("I found a song .\n" * 3 + "\n" * 2)
+    (tmp_path / "ctx.de").write_text("Ich fand ein Lied .\n" * 3 + "\n" * 2)
+    ex = discourse.read_suite({"format": "contrapro", "path": str(tmp_path / "contrapro.json"),
+                               "context_src": str(tmp_path / "ctx.en"),
+                               "context_tgt": str(tmp_path / "ctx.de")})
+    assert ex[0].candidates == ["Spiel ihn .", "Spiel sie .", "Spiel es ."]
+    assert ex[0].src_context == ["I found a song ."] and ex[0].tgt_context == ["Ich fand ein Lied ."]
+    assert ex[1].src_context == [] and ex[1].phenomenon == "sie" and ex[1].distance == ">3"
+    no_ctx = discourse.read_contrapro(tmp_path / "contrapro.json")
+    assert no_ctx[0].src_context == [] and no_ctx[0].true_index == 0
+    (tmp_path / "short.en").write_text("a\n")
+    with pytest.raises(discourse.SuiteFormatError, match="short.en"):
+        discourse.read_contrapro(tmp_path / "contrapro.json", tmp_path / "short.en")
+
+
+def test_evaluate_suite_counts_strict_wins_per_phenomenon_and_distance(tmp_path):
+    (tmp_path / "contrapro.json").write_text(json.dumps(CONTRAPRO))
+    ex = discourse.read_contrapro(tmp_path / "contrapro.json")
+
+    def prefers(word):  # a fake model that likes one pronoun
+        return lambda sc, s, tc, cands: [float(word in c.lower().split()) for c in cands]
+
+    res = discourse.evaluate_suite(ex, prefers("ihn"))
+    assert (res["accuracy"], res["correct"], res["total"]) == (50.0, 1, 2)
+    assert res["by_phenomenon"]["ihn"]["accuracy"] == 100.0
+    assert res["by_phenomenon"]["sie"]["accuracy"] == 0.0
+    assert res["by_distance"] == {"1": {"accuracy": 100.0, "correct": 1, "total": 1},
+                                  ">3": {"accuracy": 0.0, "correct": 0, "total": 1}}
+    ties = discourse.evaluate_suite(ex, lambda *a: [0.0] * len(a[3]))
+    assert ties["correct"] == 0
+
+
+V = 12  # toy vocabulary: ids 4.. are the letters a, b, c, ...
+
+
+def encode(text: str) -> list[int]:
+    return [4 + ord(ch) - ord("a") for ch in text.replace(" ", "")]
+
+
+class ContextCopyModel(nn.Module):
+    """Tiny model of the pipeline interface: prefers, at every step, the first token of the
+    source context (Batch.ctx_src), so only context decides between candidates."""
+
+    def forward(self, batch):
+        B, T = batch.tgt_in.shape
+        logits = torch.zeros(B, T, V)
+        favourite = batch.ctx_src[:, 0]                           # (B,)
+        logits[torch.arange(B), :, favourite] = 5.0
+        logits[:, :, EOS_ID] = 5.0
+        return type("Out", (), {"logits": logits})()
+
+
+class UniformModel(nn.Module):
+    def forward(self, batch):
+        B, T = batch.tgt_in.shape
+        assert (batch.tgt_in[:, 0] == BOS_ID).all() and (batch.src[:, -1] == EOS_ID).all()
+        return type("Out", (), {"logits": torch.zeros(B, T, V)})()
+
+
+def test_checkpoint_scorer_sums_log_probabilities():
+    scorer = discourse.CheckpointScorer(UniformModel(), encode)
+    scores = scorer([], "ab", [], ["a", "abc"])
+    # uniform over V: each target token and the EOS cost log V
+    assert scores == pytest.approx([-2 * math.log(V), -4 * math.log(V)], abs=1e-5)
+
+
+def test_checkpoint_scorer_picks_the_candidate_the_context_supports():
+    scorer = discourse.CheckpointScorer(ContextCopyModel(), encode)
+    assert max(range(2), key=scorer(["b"], "x", [], ["a a", "b b"]).__getitem__) == 1
+    assert max(range(2), key=scorer(["a"], "x", [], ["a a", "b b"]).__getitem__) == 0
+    ex = [discourse.ContrastiveExample("p", ["b"], "x", [], ["a", "b"], 1, "1"),
+          discourse.ContrastiveExample("p", ["a"], "x", [], ["a", "b"], 0, "1"),
+          discourse.ContrastiveExample("p", ["c"], "x", [], ["a", "c", "b"], 1, "2")]
+    assert discourse.evaluate_suite(ex, scorer)["accuracy"] == 100.0
+    assert discourse.evaluate_suite(ex, discourse.CheckpointScorer(UniformModel(), encode))[
+        "accuracy"] == 0.0
+
+
+def test_lexical_consistency_on_a_hand_checked_example():
+    stop: set[str] = set()
+    cfg = discourse.ConsistencyConfig(stop_top_k=0, min_chars=3)
+    # 'casa' is repeated in doc 1; 'perro' in doc 2. Dice aligns casa->house and perro->dog.
+    consistent = [[("la casa", "the house"), ("una casa", "a house")],
+                  [("el perro", "the dog"), ("un perro", "one dog"), ("sin gato", "no cat")]]
+    res = discourse.lexical_consistency(consistent, stop, stop, cfg)
+    assert res == {"consistency": 100.0, "consistent": 2, "items": 2}
+    # doc 1 now uses 'home' once: casa's translations differ there
+    mixed = [[("la casa", "the house"), ("una casa", "a home")],
+             [("el perro", "the dog"), ("un perro", "one dog"), ("sin gato", "no cat")]]
+    res = discourse.lexical_consistency(mixed, stop, stop, cfg)
+    assert res == {"consistency": 50.0, "consistent": 1, "items": 2}
+    # an untranslated occurrence (no content word) is inconsistent
+    empty = [[("la casa", "the house"), ("una casa", "")]]
+    assert discourse.lexical_consistency(empty, stop, stop, cfg)["consistent"] == 0
+    assert discourse.function_words(["a a b", "b c a"], 2) == {"a", "b"}
+
+
+def test_consistency_cli_reports_references_and_models(tmp_path):
+    rows = []
+    for d in range(3):
+        for i, (s, t) in enumerate([("la casa grande", "the big house"),
+                                    ("la casa roja", "the red house")]):
+            rows.append(dict(corpus="c", split="test", doc_id=f"d{d}", sent_idx=i, src=s, tgt=[t],
+                             has_context=True, origin_file="f", origin_line=1))
+    pq.write_table(pa.Table.from_pylist(rows, schema=DOC_SCHEMA), tmp_path / "docs.parquet")
+    good = [dict(doc_id=r["doc_id"], sent_idx=r["sent_idx"], hyp=r["tgt"][0]) for r in rows]
+    bad = [dict(g, hyp=g["hyp"].replace("house", "home") if g["sent_idx"] else g["hyp"])
+           for g in good]
+    pq.write_table(pa.Table.from_pylist(good), tmp_path / "good.parquet")
+    pq.write_table(pa.Table.from_pylist(bad[:-1]), tmp_path / "bad.parquet")
+    out = tmp_path / "o" / "consistency.json"
+    rc = discourse.main(["consistency", "--refs", "c", str(tmp_path / "docs.parquet"),
+                         "--hyp", "good", "c", "test", str(tmp_path / "good.parquet"),
+                         "--hyp", "bad", "c", "test", str(tmp_path / "bad.parquet"),
+                         "--stop-top-k", "0", "--min-chars", "4", "--output", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())["results"]["c/test"]
+    assert res["reference"]["consistency"] == 100.0 and res["good"]["consistency"] == 100.0
+    assert res["bad"]["consistency"] == 0.0 and res["bad"]["items"] == 3
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert man["rejected_total"] == 1
+
+
+def test_contrastive_cli_on_a_real_checkpoint(tmp_path):
+    """The pipeline's transformer, saved as a checkpoint directory with a real sentencepiece
+    model, scored on a Voita-format suite through the CLI; scores match a direct forward pass."""
+    import sentencepiece as spm
+
+    from pipeline_lib.checkpoint import save_checkpoint
+    from pipeline_lib.models.config import ModelConfig
+    from pipeline_lib.models.registry import build_model
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    text = tmp_path / "train.txt"
+    text.write_text("\n".join(f"you were late {i} . ты опоздал . вы опоздали . are you coming ?"
+                              for i in range(200)) + "\n")
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "spm"),
+                                   vocab_size=60, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+                                   model_type="bpe", minloglevel=2)
+    cfg = ModelConfig(vocab_size=60, d_model=16, n_heads=2, d_ff=32, enc_layers=1, dec_layers=1,
+                      dropout=0.0)
+    model = build_model(cfg)
+    ckpt = save_checkpoint(tmp_path / "best", model.state_dict(), cfg.to_dict(),
+                           spm_model=tmp_path / "spm.model")
+    suite = tmp_path / "deixis_test.json"
+    suite.write_text(json.dumps(VOITA, ensure_ascii=False))
+    out = tmp_path / "o" / "contrastive.json"
+    rc = discourse.main(["contrastive", "--checkpoint", str(ckpt), "--suites",
+                         json.dumps({"deixis": {"format": "voita", "path": str(suite)}}),
+                         "--output", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())["suites"]["deixis"]
+    assert res["total"] == 2 and set(res["by_distance"]) == {"1", "2"}
+    scorer = discourse.CheckpointScorer.from_checkpoint(ckpt)
+    scores = scorer([], "You were late .", [], ["Ты опоздал .", "Вы опоздали ."])
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    y = sp.encode("Ты опоздал .")
+    x = torch.tensor([sp.encode("You were late .") + [EOS_ID]])
+    batch = Batch(src=x, tgt_in=torch.tensor([[BOS_ID] + y]), tgt_out=torch.tensor([y + [EOS_ID]]),
+                  ctx_src=torch.tensor([[EOS_ID]]), extra={"ctx_tgt": torch.tensor([[EOS_ID]])})
+    with torch.no_grad():
+        logp = torch.log_softmax(scorer.model(batch).logits, -1)[0]
+    expected = sum(logp[t, tok].item() for t, tok in enumerate(y + [EOS_ID]))
+    assert scores[0] == pytest.approx(expected, abs=1e-4)

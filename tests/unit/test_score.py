@@ -1,0 +1,158 @@
+"""pipeline_lib.score against sacreBLEU's own CLI on the same text files, and its bootstrap."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline_lib import score
+from pipeline_lib.manifest import Manifest
+from pipeline_lib.schema import DOC_SCHEMA
+
+SACREBLEU = Path(sys.executable).with_name("sacrebleu")
+WORDS = ("the cat sat on a mat and the dog ran to the house with a big red ball in the "
+         "garden while it rained").split()
+
+
+def make_corpus(tmp: Path, n_docs: int = 20, per_doc: int = 5, seed: int = 0, n_refs: int = 1):
+    """Documents with references and three systems: poor, good (1 word wrong), poor's copy."""
+    rng = random.Random(seed)
+    rows, poor, good = [], [], []
+    for d in range(n_docs):
+        for i in range(per_doc):
+            refs = [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(n_refs)]
+            rows.append(dict(corpus="c", split="test", doc_id=f"d{d}", sent_idx=i, src="x",
+                             tgt=refs, has_context=True, origin_file="f", origin_line=1))
+            g = refs[0].split()
+            g[rng.randrange(12)] = "Zebra"
+            good.append(dict(doc_id=f"d{d}", sent_idx=i, hyp=" ".join(g)))
+            poor.append(dict(doc_id=f"d{d}", sent_idx=i,
+                             hyp=" ".join(w if rng.random() < 0.5 else "qqq"
+                                          for w in refs[0].split())))
+    pq.write_table(pa.Table.from_pylist(rows, schema=DOC_SCHEMA), tmp / "docs.parquet")
+    for name, hyps in (("poor", poor), ("good", good)):
+        pq.write_table(pa.Table.from_pylist(hyps), tmp / f"{name}.parquet")
+    return rows, poor, good
+
+
+def cli_scores(hyp: list[str], refs: list[list[str]], tmp: Path, extra: tuple = ()) -> dict:
+    """BLEU, chrF and TER from the sacrebleu command line on plain text files."""
+    (tmp / "hyp.txt").write_text("\n".join(hyp) + "\n")
+    ref_files = []
+    for k, stream in enumerate(refs):
+        (tmp / f"ref{k}.txt").write_text("\n".join(stream) + "\n")
+        ref_files.append(str(tmp / f"ref{k}.txt"))
+    out = subprocess.run([str(SACREBLEU), *ref_files, "-i", str(tmp / "hyp.txt"), "-m", "bleu",
+                          "chrf", "ter", "-w", "2", "-f", "json", *extra], capture_output=True, text=True,
+                         check=True).stdout
+    return {r["name"].rstrip("2").lower(): r["score"] for r in json.loads(out)}
+
+
+@pytest.mark.parametrize("n_refs", [1, 2])
+def test_sentence_scores_match_the_sacrebleu_cli(tmp_path, n_refs):
+    rows, poor, _ = make_corpus(tmp_path, n_refs=n_refs)
+    manifest = Manifest("t")
+    out = score.score_all({"c": tmp_path / "docs.parquet"},
+                          [("poor", "c", "test", tmp_path / "poor.parquet")], "poor",
+                          score.ScoreConfig(), manifest)
+    mine = out["results"]["c/test"]["models"]["poor"]
+    theirs = cli_scores([h["hyp"] for h in poor],
+                        [[r["tgt"][k] for r in rows] for k in range(n_refs)], tmp_path)
+    for metric in ("bleu", "chrf", "ter"):
+        assert mine[metric] == pytest.approx(theirs[metric], abs=0.01), metric
+    assert f"nrefs:{n_refs}" in mine["bleu_signature"]
+    assert "case:mixed" in mine["bleu_signature"]
+
+
+def test_document_bleu_is_bleu_over_joined_documents(tmp_path):
+    rows, poor, _ = make_corpus(tmp_path, n_docs=6, per_doc=4)
+    out = score.score_all({"c": tmp_path / "docs.parquet"},
+                          [("poor", "c", "test", tmp_path / "poor.parquet")], "poor",
+                          score.ScoreConfig(), Manifest("t"))
+    docs_h = [" ".join(h["hyp"] for h in poor[d * 4:(d + 1) * 4]) for d in range(6)]
+    docs_r = [" ".join(r["tgt"][0] for r in rows[d * 4:(d + 1) * 4]) for d in range(6)]
+    theirs = cli_scores(docs_h, [docs_r], tmp_path)
+    assert out["results"]["c/test"]["models"]["poor"]["dbleu"] == pytest.approx(theirs["bleu"],
+                                                                                 abs=0.01)
+    assert out["results"]["c/test"]["documents"] == 6
+
+
+def test_lowercase_scores_ignore_case(tmp_path):
+    rows, _, _ = make_corpus(tmp_path, n_docs=3)
+    upper = [dict(doc_id=r["doc_id"], sent_idx=r["sent_idx"], hyp=r["tgt"][0].upper()) for r in rows]
+    pq.write_table(pa.Table.from_pylist(upper), tmp_path / "upper.parquet")
+    hyps = [("upper", "c", "test", tmp_path / "upper.parquet")]
+    cased = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "upper", score.ScoreConfig(),
+                            Manifest("t"))["results"]["c/test"]["models"]["upper"]
+    lower = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "upper",
+                            score.ScoreConfig(lowercase=True),
+                            Manifest("t"))["results"]["c/test"]["models"]["upper"]
+    assert cased["bleu"] < 5 and lower["bleu"] == 100.0
+    assert "case:lc" in lower["bleu_signature"]
+    theirs = cli_scores([r["tgt"][0].upper() for r in rows], [[r["tgt"][0] for r in rows]],
+                        tmp_path, ("-lc",))
+    assert lower["bleu"] == pytest.approx(theirs["bleu"], abs=0.01)
+
+
+def test_bootstrap_separates_a_better_system_but_not_a_copy(tmp_path):
+    rows, poor, _ = make_corpus(tmp_path)
+    # a twin: another system of the same quality (same noise, other draws), so its differences
+    # to the baseline go both ways and the bootstrap is not degenerate as for an exact copy
+    rng = random.Random(7)
+    near = [dict(doc_id=r["doc_id"], sent_idx=r["sent_idx"],
+                 hyp=" ".join(w if rng.random() < 0.5 else "qqq" for w in r["tgt"][0].split()))
+            for r in rows]
+    pq.write_table(pa.Table.from_pylist(near), tmp_path / "near.parquet")
+    hyps = [(m, "c", "test", tmp_path / f"{f}.parquet")
+            for m, f in (("poor", "poor"), ("good", "good"), ("copy", "poor"), ("near", "near"))]
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "poor", score.ScoreConfig(),
+                          Manifest("t"))
+    res = out["results"]["c/test"]["models"]
+    assert out["models"] == ["poor", "good", "copy", "near"]
+    for metric in ("bleu", "chrf", "ter", "dbleu"):
+        assert res["good"][f"{metric}_p"] < 0.05 and res["good"][f"{metric}_significant"]
+        assert res["copy"][f"{metric}_p"] == 1.0 and not res["copy"][f"{metric}_significant"]
+        assert res["near"][f"{metric}_p"] >= 0.05 and not res["near"][f"{metric}_significant"]
+    assert "bs:1000" in res["good"]["bleu_bs_signature"]
+    assert "bleu_p" not in res["poor"]
+
+
+def test_all_concatenates_test_sets_and_missing_hypotheses_count(tmp_path):
+    rows, poor, _ = make_corpus(tmp_path, n_docs=4)
+    other = tmp_path / "other"
+    other.mkdir()
+    make_corpus(other, n_docs=3, seed=1)
+    pq.write_table(pa.Table.from_pylist(poor[:-2]), tmp_path / "short.parquet")
+    manifest = Manifest("t")
+    out = score.score_all({"c": tmp_path / "docs.parquet", "d": other / "docs.parquet"},
+                          [("m", "c", "test", tmp_path / "short.parquet"),
+                           ("m", "d", "test", other / "poor.parquet")], "m", score.ScoreConfig(),
+                          manifest)
+    assert out["test_sets"] == ["c/test", "d/test", "All"]
+    assert out["results"]["All"]["sentences"] == 4 * 5 + 3 * 5
+    assert out["results"]["All"]["documents"] == 7     # d0 of c and d0 of d stay distinct
+    assert sum(manifest.rejected.values()) == 2
+
+
+def test_cli_writes_scores_and_prints_signatures(tmp_path, capsys):
+    make_corpus(tmp_path, n_docs=3)
+    rc = score.main(["--refs", "c", str(tmp_path / "docs.parquet"), "--hyp", "poor", "c", "test",
+                     str(tmp_path / "poor.parquet"), "--hyp", "good", "c", "test",
+                     str(tmp_path / "good.parquet"), "--baseline", "poor",
+                     "--bootstrap-samples", "100", "--output", str(tmp_path / "o/scores.json")])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "BLEU" in printed and "nrefs:1|case:mixed" in printed
+    data = json.loads((tmp_path / "o/scores.json").read_text())
+    assert "bs:100" in data["results"]["c/test"]["models"]["good"]["bleu_bs_signature"]
+    assert (tmp_path / "o/manifest.json").exists()
+    assert score.main(["--refs", "c", str(tmp_path / "docs.parquet"), "--hyp", "poor", "c",
+                       "test", str(tmp_path / "poor.parquet"), "--baseline", "nobody",
+                       "--output", str(tmp_path / "x.json")]) == 1
