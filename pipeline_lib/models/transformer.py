@@ -1,0 +1,178 @@
+"""The sentence-level Transformer (Vaswani et al. 2017, "Attention Is All You Need").
+
+Settings of the seed papers' baselines: sinusoidal positions (Sec. 3.5), one embedding matrix
+shared by source, target and output projection over the joint sentencepiece vocabulary, scaled by
+sqrt(d_model) (Sec. 3.4), post-norm residual blocks (Sec. 5.4) unless ``norm_first``.
+
+Context-aware models subclass :class:`Transformer` and use its extension points instead of
+copying methods: ``Layer.insert`` (extra sub-layers, see layers.py), ``extra_memories`` (more
+states to attend to), ``project`` (after the last decoder layer), and the document hooks
+``start_documents`` / ``finish_sentences`` that pipeline_lib.decode calls in document mode.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import PAD_ID
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,
+                                        encoder_layer, sinusoidal_positions)
+from pipeline_lib.models.output import ModelOutput
+
+
+def _select(obj: Any, index: torch.Tensor) -> Any:
+    """index_select(0) through tensors, Memory objects, dicts and lists (beam reordering)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.index_select(0, index)
+    if isinstance(obj, Memory):
+        return obj.index_select(index)
+    if isinstance(obj, dict):
+        return {k: _select(v, index) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_select(v, index) for v in obj]
+    return obj
+
+
+@dataclass
+class EncoderOut:
+    """Everything the decoder attends to; ``memories[SOURCE_MEMORY]`` is the encoder output."""
+
+    memories: dict[str, Memory]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def source(self) -> Memory:
+        return self.memories[SOURCE_MEMORY]
+
+    def reorder(self, index: torch.Tensor) -> "EncoderOut":
+        """Rows ``index`` (e.g. ``arange(B).repeat_interleave(beam)`` to expand for beam search)."""
+        return EncoderOut(_select(self.memories, index), _select(self.extra, index))
+
+
+@dataclass
+class DecoderState:
+    """Incremental decoding state: memories plus one cache dict per decoder layer.
+
+    Self-attention caches grow by one position per step; cross-attention keys/values are put in
+    the same dicts on the first step and reused afterwards.
+    """
+
+    enc: EncoderOut
+    layers: list[dict[str, torch.Tensor]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def reorder(self, index: torch.Tensor) -> "DecoderState":
+        """Keep rows ``index`` (B',) of every tensor: beam reordering and dropping finished rows."""
+        return DecoderState(self.enc.reorder(index), _select(self.layers, index), _select(self.extra, index))
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer; ``forward`` for training, ``encode``/``decode_step`` for search."""
+
+    #: pipeline_lib.decode translates document by document (history in order) when True.
+    needs_history: bool = False
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.embed = nn.Embedding(cfg.vocab_size, d, padding_idx=PAD_ID)
+        self.tgt_embed = self.embed if cfg.share_embeddings else nn.Embedding(cfg.vocab_size, d, padding_idx=PAD_ID)
+        self.out_proj = None if cfg.share_embeddings else nn.Linear(d, cfg.vocab_size, bias=False)
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_len, d), persistent=False)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(
+            encoder_layer(d, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.norm_first) for _ in range(cfg.enc_layers))
+        self.decoder = nn.ModuleList(
+            decoder_layer(d, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.norm_first) for _ in range(cfg.dec_layers))
+        # Pre-norm leaves the residual stream unnormalised, so each stack ends with a LayerNorm.
+        self.enc_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        self.dec_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections, N(0, d^-1/2) embeddings (so sqrt(d)-scaled ones are ~N(0,1))."""
+        for name, p in self.named_parameters():
+            if p.dim() == 2 and "embed" not in name:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(p)
+        for emb in {id(self.embed): self.embed, id(self.tgt_embed): self.tgt_embed}.values():
+            nn.init.normal_(emb.weight, 0.0, self.cfg.d_model ** -0.5)
+            with torch.no_grad():
+                emb.weight[PAD_ID].zero_()
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # --- embeddings and output -------------------------------------------------------------
+    def embed_tokens(self, emb: nn.Embedding, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """(B, T) ids -> (B, T, d): sqrt(d)-scaled embedding + position ``start``.. (Sec. 3.4-3.5)."""
+        T = tokens.size(1)
+        if start + T > self.cfg.max_len:
+            raise ValueError(f"sequence position {start + T} exceeds max_len={self.cfg.max_len}")
+        x = emb(tokens) * math.sqrt(self.cfg.d_model) + self.positions[start:start + T]
+        return self.drop(x)
+
+    def project(self, h: torch.Tensor, ctx: LayerContext) -> torch.Tensor:
+        """(B, T, d) decoder states -> (B, T, V) logits; tied to the target embedding when shared.
+
+        Extension point after the last decoder layer (e.g. a continuous cache read)."""
+        return self.out_proj(h) if self.out_proj is not None else F.linear(h, self.tgt_embed.weight)
+
+    # --- encoder ---------------------------------------------------------------------------
+    def extra_memories(self, batch: Batch) -> dict[str, Memory]:
+        """Further states both stacks may attend to (document context); none in the baseline."""
+        return {}
+
+    def encode(self, batch: Batch) -> EncoderOut:
+        src_mask = batch.src.ne(PAD_ID)                                  # (B, S)
+        ctx = LayerContext(self_mask=src_mask, memories=self.extra_memories(batch), extra=batch.extra)
+        x = self.embed_tokens(self.embed, batch.src)                     # (B, S, d)
+        for layer in self.encoder:
+            x = layer(x, ctx)
+        memories = {**ctx.memories, SOURCE_MEMORY: Memory(self.enc_norm(x), src_mask)}
+        return EncoderOut(memories)
+
+    # --- decoder ---------------------------------------------------------------------------
+    def decoder_context(self, enc: EncoderOut) -> LayerContext:
+        return LayerContext(memories=enc.memories, extra=enc.extra)
+
+    def decode(self, tgt_in: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
+        """Teacher-forced decoder: (B, T) ids -> (B, T, V) logits."""
+        ctx = self.decoder_context(enc)
+        x = self.embed_tokens(self.tgt_embed, tgt_in)
+        for layer in self.decoder:
+            x = layer(x, ctx)
+        return self.project(self.dec_norm(x), ctx)
+
+    def forward(self, batch: Batch) -> ModelOutput:
+        return ModelOutput(logits=self.decode(batch.tgt_in, self.encode(batch)))
+
+    def init_state(self, enc: EncoderOut) -> DecoderState:
+        return DecoderState(enc, [{} for _ in self.decoder])
+
+    def decode_step(self, tokens_last: torch.Tensor, state: DecoderState,
+                    step: int) -> tuple[torch.Tensor, DecoderState]:
+        """One incremental step: (B', 1) last tokens at position ``step`` -> (B', V) log-probs."""
+        ctx = self.decoder_context(state.enc)
+        x = self.embed_tokens(self.tgt_embed, tokens_last, start=step)   # (B', 1, d)
+        for layer, cache in zip(self.decoder, state.layers):
+            x = layer(x, ctx, cache)
+        logits = self.project(self.dec_norm(x), ctx)[:, -1]             # (B', V)
+        return F.log_softmax(logits.float(), dim=-1), state
+
+    # --- document hooks (no-ops: the baseline translates sentences independently) ----------
+    def start_documents(self, n: int) -> None:
+        """Called before the first sentence of ``n`` documents decoded side by side."""
+
+    def finish_sentences(self, hyp_tokens: list[list[int]], slots: list[int]) -> None:
+        """Called after each sentence index with the 1-best ids of the documents in ``slots``."""
