@@ -1,0 +1,310 @@
+"""DocT (Zhang et al. 2018): structure, context use, gates, two-step freezing, incremental decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.decode import BeamConfig, beam_search, greedy_search
+from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
+from pipeline_lib.models.doct import (CONTEXT_MEMORY, CTX_ATTN, ContextGate, DocTransformer,
+                                      GatedSubLayer)
+from pipeline_lib.models.layers import SubLayer
+from pipeline_lib.optim import build_optimizer, label_smoothed_nll
+from pipeline_lib.train import apply_freeze, init_from_checkpoint
+
+torch.set_num_threads(1)
+
+SENT_BREAK_ID = 7   # stands for the "####" piece; any id works for the model
+
+
+def tiny(name: str = "doct", **extras) -> ModelConfig:
+    return ModelConfig(vocab_size=50, d_model=32, n_heads=2, d_ff=64, enc_layers=2, dec_layers=2,
+                       dropout=0.0, max_len=64, name=name, extras=extras)
+
+
+def context(prev: list[list[int]], k: int) -> list[int]:
+    """The documented ``ctx_src`` layout: last k sentences joined by SENT_BREAK, EOS; BOS if none."""
+    sents = prev[-k:]
+    if not sents:
+        return [BOS_ID]
+    ids: list[int] = []
+    for i, s in enumerate(sents):
+        ids += s + ([SENT_BREAK_ID] if i < len(sents) - 1 else [EOS_ID])
+    return ids
+
+
+def pad(rows: list[list[int]]) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows])
+
+
+def make_batch(ctx_rows: list[list[int]] | None = None) -> Batch:
+    src = pad([[10, 11, 12, 13, EOS_ID], [14, 15, EOS_ID]])
+    tgt = [[20, 21, 22, 23], [24, 25]]
+    if ctx_rows is None:
+        doc = [[30, 31, 32], [33, 34], [35, 36, 37, 38]]
+        ctx_rows = [context(doc, 2), context([], 2)]    # row 1: first sentence of its document
+    return Batch(src=src, tgt_in=pad([[BOS_ID] + t for t in tgt]), tgt_out=pad([t + [EOS_ID] for t in tgt]),
+                 ctx_src=pad(ctx_rows))
+
+
+def model_for(seed: int = 0, **extras) -> DocTransformer:
+    torch.manual_seed(seed)
+    return build_model(tiny(**extras)).eval()
+
+
+def test_registry_shapes_and_context_memory():
+    assert MODELS["doct"] is DocTransformer
+    model, batch = model_for(), make_batch()
+    enc = model.encode(batch)
+    assert enc.memories[CONTEXT_MEMORY].states.shape == (2, batch.ctx_src.size(1), 32)
+    assert enc.source.states.shape == (2, batch.src.size(1), 32)
+    assert model(batch).logits.shape == (2, batch.tgt_in.size(1), 50)
+    assert model.needs_history is False
+
+
+def test_missing_context_is_an_error_not_a_fallback():
+    batch = make_batch()
+    batch.ctx_src = None
+    with pytest.raises(ValueError, match="ctx_src"):
+        model_for()(batch)
+
+
+def test_future_target_tokens_do_not_change_earlier_logits():
+    model, batch = model_for(), make_batch()
+    ref = model(batch).logits
+    for t in range(batch.tgt_in.size(1) - 1):
+        changed = make_batch()
+        changed.tgt_in[:, t + 1:] = 40
+        out = model(changed).logits
+        torch.testing.assert_close(out[:, : t + 1], ref[:, : t + 1], rtol=0, atol=1e-6)
+        assert not torch.allclose(out[0, t + 1:], ref[0, t + 1:])
+
+
+@pytest.mark.parametrize("context_in", ["both", "encoder", "decoder"])
+def test_context_changes_the_output_and_context_padding_does_not(context_in):
+    model = model_for(context_in=context_in)
+    doc = [[30, 31, 32], [33, 34], [35, 36, 37, 38]]
+    base = model(make_batch([context(doc, 2), [BOS_ID]])).logits
+    other = model(make_batch([context([[40, 41], [42]], 2), [BOS_ID]])).logits
+    assert (base[0] - other[0]).abs().max() > 1e-4          # row 0's context changed
+    torch.testing.assert_close(base[1], other[1], rtol=0, atol=1e-6)   # row 1's did not
+    # Only the context sentences the model sees matter: k=3 sees the oldest sentence, k=1 does not.
+    older = [[44, 45]] + doc
+    k3a = model(make_batch([context(doc, 3), [BOS_ID]])).logits
+    k3b = model(make_batch([context(older[:1] + doc[1:], 3), [BOS_ID]])).logits
+    assert (k3a[0] - k3b[0]).abs().max() > 1e-4
+    padded = make_batch([context(doc, 2) + [PAD_ID] * 5, [BOS_ID]])
+    torch.testing.assert_close(model(padded).logits, base, rtol=0, atol=1e-5)
+
+
+def test_flags_change_the_module_structure():
+    both = model_for()
+    assert list(both.encoder[0].blocks) == ["self_attn", CTX_ATTN, "ffn"]
+    assert list(both.decoder[0].blocks) == ["self_attn", CTX_ATTN, "cross_attn", "ffn"]
+    assert all(isinstance(l.blocks[CTX_ATTN], GatedSubLayer) for l in [*both.encoder, *both.decoder])
+    assert len(both.context_encoder) == 1 and both.context_sentences == 2
+
+    enc = model_for(context_in="encoder")
+    assert all(CTX_ATTN in l.blocks for l in enc.encoder)
+    assert not any(CTX_ATTN in l.blocks for l in enc.decoder)
+    dec = model_for(context_in="decoder")
+    assert not any(CTX_ATTN in l.blocks for l in dec.encoder)
+    assert all(CTX_ATTN in l.blocks for l in dec.decoder)
+
+    residual = model_for(gating=False)
+    blocks = [l.blocks[CTX_ATTN] for l in [*residual.encoder, *residual.decoder]]
+    assert all(type(b) is SubLayer for b in blocks)
+    assert not any(isinstance(m, ContextGate) for m in residual.modules())
+
+    assert len(model_for(context_layers=3).context_encoder) == 3
+    assert len(model_for(context_layers=0).context_encoder) == 0
+    assert model_for(context_sentences=3).context_sentences == 3
+
+    with pytest.raises(ValueError, match="unknown extras"):
+        model_for(context_layer=2)
+    with pytest.raises(ValueError, match="context_in"):
+        model_for(context_in="source")
+    with pytest.raises(ValueError, match="context_sentences"):
+        model_for(context_sentences=0)
+
+
+def test_gates_stay_in_unit_interval():
+    model = model_for(seed=1)
+    with torch.no_grad():   # large weights drive the sigmoid to saturation: still within [0, 1]
+        for m in model.modules():
+            if isinstance(m, ContextGate):
+                m.w_i.weight.mul_(50.0)
+    seen: list[torch.Tensor] = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: seen.append(out))
+             for m in model.modules() if isinstance(m, ContextGate)]
+    model(make_batch())
+    for h in hooks:
+        h.remove()
+    assert len(seen) == 4                                   # 2 encoder + 2 decoder layers
+    lam = torch.cat([s.flatten() for s in seen])
+    assert lam.min() >= 0.0 and lam.max() <= 1.0
+    assert lam.min() < 0.01 and lam.max() > 0.99            # the test really reached saturation
+
+
+def test_baseline_state_dict_leaves_only_new_parameters_missing():
+    torch.manual_seed(0)
+    base = Transformer(tiny(name="transformer"))
+    model = model_for(seed=1)
+    res = model.load_state_dict(base.state_dict(), strict=False)
+    assert res.unexpected_keys == []
+    assert sorted(res.missing_keys) == sorted(model.new_parameter_names())
+    assert res.missing_keys and all("ctx_attn" in k or k.startswith("context_") for k in res.missing_keys)
+    base_params = dict(base.named_parameters())
+    for name, p in model.named_parameters():
+        if name in base_params:
+            assert torch.equal(p, base_params[name]), name
+
+
+def test_two_step_training_keeps_sentence_level_parameters_bit_identical(tmp_path):
+    """Step 2 with the trainer's own helpers: init_from the step-1 checkpoint, freeze theta_s
+    with ``sentence_level_prefixes()``, train theta_d; then the checkpoint reloads as DocT."""
+    torch.manual_seed(0)
+    base = Transformer(tiny(name="transformer"))
+    ckpt.save_checkpoint(tmp_path / "step1", base.state_dict(), base.cfg.to_dict())
+    cfg = ModelConfig.from_dict({**tiny().to_dict(), "dropout": 0.1})
+    model = DocTransformer(cfg)
+    keys = init_from_checkpoint(model, tmp_path / "step1")
+    assert keys["unexpected"] == [] and sorted(keys["missing"]) == sorted(model.new_parameter_names())
+    frozen = apply_freeze(model, DocTransformer.sentence_level_prefixes())
+    assert sorted(frozen) == sorted(n for n, _ in base.named_parameters())
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert sorted(trainable) == sorted(model.new_parameter_names())
+
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = build_optimizer(model.parameters(), lr=1e-2)
+    model.train()
+    batch = make_batch()
+    for _ in range(3):
+        opt.zero_grad(set_to_none=True)
+        loss, _, n = label_smoothed_nll(model(batch).logits, batch.tgt_out, 0.1)
+        (loss / n).backward()
+        assert all(p.grad is not None for p in model.parameters() if p.requires_grad)  # all used
+        opt.step()
+    for name, p in model.named_parameters():
+        if name in frozen:
+            assert torch.equal(p, before[name]), f"theta_s changed: {name}"
+        else:
+            assert not torch.equal(p, before[name]), f"theta_d not trained: {name}"
+    ckpt.save_checkpoint(tmp_path / "step2", model.state_dict(), cfg.to_dict())
+    loaded, loaded_cfg = ckpt.load_model(tmp_path / "step2")
+    assert isinstance(loaded, DocTransformer) and loaded_cfg.extras == cfg.extras
+    model.eval()
+    torch.testing.assert_close(loaded(batch).logits, model(batch).logits, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("norm_first,gating", [(False, True), (True, True), (False, False)])
+def test_incremental_decode_step_equals_full_decode(norm_first, gating):
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_dict({**tiny(gating=gating).to_dict(), "norm_first": norm_first})
+    model = build_model(cfg).eval()
+    batch = make_batch()
+    with torch.no_grad():
+        enc = model.encode(batch)
+        full = torch.log_softmax(model.decode(batch.tgt_in, enc), dim=-1)    # (B, T, V)
+        state = model.init_state(enc)
+        for t in range(batch.tgt_in.size(1)):
+            lp, state = model.decode_step(batch.tgt_in[:, t:t + 1], state, t)
+            torch.testing.assert_close(lp, full[:, t], rtol=0, atol=1e-5)
+        assert all(f"{CTX_ATTN}.k" in cache for cache in state.layers)   # context K/V cached
+        # Beam reordering moves the cached context keys/values with their rows.
+        swap = torch.tensor([1, 0])
+        state2 = model.init_state(model.encode(batch)).reorder(swap)
+        lp, _ = model.decode_step(batch.tgt_in[swap, :1], state2, 0)
+        torch.testing.assert_close(lp, full[swap, 0], rtol=0, atol=1e-5)
+
+
+def test_parameter_overhead_matches_the_architecture():
+    """theta_d = N_c encoder layers + per layer (context attention + LayerNorm + gate)."""
+    d, ff = 32, 64
+    base = Transformer(tiny(name="transformer")).num_parameters()
+    attn = 4 * d * d + 4 * d                   # q, kv, out projections with biases
+    ctx_layer = attn + 2 * d * ff + ff + d + 2 * 2 * d
+    per_block = {True: attn + 2 * d + 2 * d * d, False: attn + 2 * d}   # LN (+ bias-free gate)
+    for extras, n_blocks, gating, n_c in [({}, 4, True, 1), ({"gating": False}, 4, False, 1),
+                                          ({"context_in": "encoder"}, 2, True, 1),
+                                          ({"context_layers": 2}, 4, True, 2)]:
+        model = model_for(**extras)
+        overhead = model.num_parameters() - base
+        assert overhead == n_c * ctx_layer + n_blocks * per_block[gating]
+        assert overhead == sum(p.numel() for n, p in model.named_parameters()
+                               if n in set(model.new_parameter_names()))
+        print(f"doct {extras or 'default'}: {model.num_parameters()} parameters, baseline {base}, "
+              f"overhead +{overhead} ({100 * overhead / base:.1f}%)")
+
+
+@pytest.mark.parametrize("search,cfg", [(beam_search, BeamConfig(beam=3, nbest=2)),
+                                        (greedy_search, BeamConfig(beam=1, greedy=True))])
+def test_search_over_a_batch_equals_search_row_by_row(search, cfg):
+    """pipeline_lib.decode expands and reorders the context memory and its cached K/V per beam:
+    each sentence gets the hypotheses it gets alone, with its own context."""
+    model, batch = model_for(seed=2), make_batch()
+    together = search(model, batch, cfg)
+    for i in range(2):
+        row = Batch(src=batch.src[i:i + 1], tgt_in=batch.tgt_in[i:i + 1], tgt_out=batch.tgt_out[i:i + 1],
+                    ctx_src=batch.ctx_src[i:i + 1])
+        alone = search(model, row, cfg)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in together[i]]
+        assert [h.score for h in alone] == pytest.approx([h.score for h in together[i]], abs=1e-4)
+
+
+def _marker_task(B: int, gen: torch.Generator) -> Batch:
+    """target = [marker] + src, where the marker (30 or 31) is given only by a context token (4/5)."""
+    src = torch.randint(10, 30, (B, 5), generator=gen)
+    flag = torch.randint(0, 2, (B,), generator=gen)
+    ctx = torch.cat([torch.randint(10, 30, (B, 3), generator=gen), (4 + flag)[:, None],
+                     torch.randint(10, 30, (B, 2), generator=gen), torch.full((B, 1), EOS_ID)], 1)
+    tgt = torch.cat([(30 + flag)[:, None], src], 1)
+    return Batch(src=torch.cat([src, torch.full((B, 1), EOS_ID)], 1),
+                 tgt_in=torch.cat([torch.full((B, 1), BOS_ID), tgt], 1),
+                 tgt_out=torch.cat([tgt, torch.full((B, 1), EOS_ID)], 1), ctx_src=ctx)
+
+
+@pytest.mark.slow
+def test_two_step_training_learns_to_use_the_context():
+    """Step 1 (sentence level) cannot predict the context-determined marker (chance, 50 %); step 2
+    with theta_s frozen learns it from the context alone (~8 s on one core)."""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    kw = dict(vocab_size=40, d_model=32, n_heads=2, d_ff=64, enc_layers=2, dec_layers=2, dropout=0.0,
+              max_len=32)
+
+    def train(model: torch.nn.Module, steps: int) -> None:
+        opt = build_optimizer(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(steps):
+            b = _marker_task(32, gen)
+            opt.zero_grad(set_to_none=True)
+            loss, _, n = label_smoothed_nll(model(b).logits, b.tgt_out, 0.0)
+            (loss / n).backward()
+            opt.step()
+
+    @torch.no_grad()
+    def accuracy(model: torch.nn.Module) -> tuple[float, float]:
+        model.eval()
+        b = _marker_task(1000, gen)
+        pred = model(b).logits.argmax(-1)
+        return (float((pred[:, 0] == b.tgt_out[:, 0]).float().mean()),
+                float((pred[:, 1:] == b.tgt_out[:, 1:]).float().mean()))
+
+    base = Transformer(ModelConfig(**kw))
+    train(base, 200)
+    base_marker, base_copy = accuracy(base)
+    model = DocTransformer(ModelConfig(**kw, name="doct"))
+    model.load_state_dict(base.state_dict(), strict=False)
+    apply_freeze(model, DocTransformer.sentence_level_prefixes())
+    train(model, 150)
+    doct_marker, doct_copy = accuracy(model)
+    print(f"marker accuracy: sentence-level {base_marker:.3f}, DocT step 2 {doct_marker:.3f}; "
+          f"copy accuracy {base_copy:.3f} -> {doct_copy:.3f}")
+    assert base_copy > 0.95 and base_marker < 0.6
+    assert doct_marker > 0.95 and doct_copy > 0.95
