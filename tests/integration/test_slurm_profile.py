@@ -1,0 +1,186 @@
+"""profiles/slurm drives Snakemake's real SLURM executor against shim sbatch/sacct/srun on PATH.
+
+The shims (tests/shims/, STYLE.md item 11) record every call and run each submitted job locally in
+the background, so the plugin really submits, polls and collects. The assertions are on the sbatch
+command lines: the partition, memory, time, CPUs, GPUs and pre-emption flags that profiles/slurm
+gives each rule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIMS = ROOT / "tests" / "shims"
+
+# Rule names and shapes like the real workflow's: CPU parse shards fanned out, a GPU trainer that starts
+# through pipeline_lib.launch, a GPU decoder, and a local `all`.
+SNAKEFILE = textwrap.dedent("""
+    localrules: all
+
+    SHARDS = ["00000", "00001"]
+
+    rule all:
+        input: "decode/test.txt"
+
+    rule parse_shard:
+        output: "shards/shard-{shard}.txt"
+        shell: "echo $SLURM_JOB_ID $SLURM_CPUS_PER_TASK > {output}"
+
+    rule train_model:
+        input: expand("shards/shard-{shard}.txt", shard=SHARDS)
+        output: "train/launch.txt"
+        shell: "python -m pipeline_lib.launch --print-only --gpus-per-node 1 -- --steps 3 > {output}"
+
+    rule decode_test:
+        input: rules.train_model.output
+        output: "decode/test.txt"
+        shell: "echo gpus=$SLURM_GPUS_ON_NODE > {output}"
+""")
+
+
+def _sbatch_calls(state: Path) -> dict[str, list[str]]:
+    """rule name -> sbatch argv (the plugin names the rule in --comment)."""
+    calls = {}
+    for line in (state / "calls.jsonl").read_text().splitlines():
+        call = json.loads(line)
+        if call["tool"] == "sbatch":
+            argv = call["argv"]
+            rule = argv[argv.index("--comment") + 1]
+            calls[rule] = argv
+    return calls
+
+
+@pytest.mark.slow
+def test_slurm_profile_submits_polls_and_collects_through_the_real_executor(tmp_path):
+    state = tmp_path / "fake_slurm"
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    env = {**os.environ,
+           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")]),
+           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+    for var in [v for v in env if v.startswith("SLURM_")]:
+        del env[var]
+    cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
+           "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path),
+           "--slurm-init-seconds-before-status-checks", "1", "--jobs", "4", "--retries", "0"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+
+    calls = _sbatch_calls(state)
+    assert set(calls) == {"rule_parse_shard_wildcards_00000", "rule_parse_shard_wildcards_00001",
+                          "rule_train_model", "rule_decode_test"}, calls
+    shard = " ".join(calls["rule_parse_shard_wildcards_00000"])
+    assert "-p cpu" in shard and "--mem 16000" in shard and "-t 240" in shard
+    assert "--cpus-per-task=8" in shard and "--gpus" not in shard and "--requeue" in shard
+
+    train = " ".join(calls["rule_train_model"])
+    assert "-p gpu" in train and "--gpus=4" in train and "--mem 128000" in train
+    assert "-t 2880" in train and "--nodes=1" in train and "--cpus-per-task=32" in train
+    assert "--signal=TERM@120" in train and "--requeue" in train
+
+    decode = " ".join(calls["rule_decode_test"])
+    assert "--gpus=1" in decode and "-t 240" in decode
+
+    # The jobs ran inside their fake allocations: the launcher saw the 4 granted GPUs (not the 1
+    # asked for on its command line) and chose torchrun with one process per GPU.
+    launch = (tmp_path / "train/launch.txt").read_text()
+    assert "torch.distributed.run" in launch and "--nproc_per_node=4" in launch, launch
+    assert shlex.split(launch)[-2:] == ["--steps", "3"]
+    assert (tmp_path / "decode/test.txt").read_text().strip() == "gpus=1"
+    # ... and each job step went through srun, as the jobstep executor does on a real cluster.
+    tools = [json.loads(line)["tool"] for line in (state / "calls.jsonl").read_text().splitlines()]
+    assert tools.count("srun") == 4 and "sacct" in tools
+
+
+@pytest.mark.slow
+def test_real_workflow_ingests_a_tiny_corpus_through_the_slurm_profile(tmp_path):
+    """The project's own Snakefile, `--until ingest_corpus`, submitted through sbatch shims."""
+    state = tmp_path / "fake_slurm"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.en").write_text("Hello .\nHow are you ?\nGood bye .\nA second talk .\n")
+    (data / "train.de").write_text("Hallo .\nWie geht es ?\nAuf Wiedersehen .\nEin zweiter Vortrag .\n")
+    (data / "train.docids").write_text("d1\nd1\nd1\nd2\n")
+    config = tmp_path / "tiny.yaml"
+    config.write_text(textwrap.dedent(f"""
+        results_dir: {tmp_path / 'results'}
+        corpora:
+          tiny:
+            reader: plaintext
+            splits:
+              train: {{src: {data / 'train.en'}, tgt: {data / 'train.de'}, docids: {data / 'train.docids'}}}
+    """))
+    env = {**os.environ,
+           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")]),
+           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+    for var in [v for v in env if v.startswith("SLURM_")]:
+        del env[var]
+    target = tmp_path / "results/ingest_corpus/tiny/manifest.json"
+    # --cores: train.smk reads workflow.cores at parse time, which is undefined under a cluster
+    # executor without it (reported to the lead); ingest_corpus runs with 1 thread either way.
+    cmd = [sys.executable, "-m", "snakemake", str(target),
+           "--workflow-profile", str(ROOT / "profiles/slurm"), "--configfile", str(config),
+           "--slurm-init-seconds-before-status-checks", "1", "--retries", "0", "--jobs", "2",
+           "--cores", "4"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = _sbatch_calls(state)
+    assert list(calls) == ["rule_ingest_corpus_wildcards_tiny"]
+    ingest = " ".join(calls["rule_ingest_corpus_wildcards_tiny"])
+    assert "-p cpu" in ingest and "--mem 8000" in ingest and "-t 60" in ingest
+    manifest = json.loads(target.read_text())
+    assert manifest["stage"] == "ingest_corpus"
+
+
+def test_local_profile_plans_the_real_workflow(tmp_path):
+    """profiles/local is accepted by Snakemake 9 and applies its resources to the real rules."""
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--workflow-profile", str(ROOT / "profiles/local"),
+           "--config", f"results_dir={tmp_path / 'results'}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    # the profile's default-resources (mem_mb 2000, runtime 60) reach the real ingest rule
+    assert re.search(r"rule ingest_corpus:\n(?:    .*\n)*?    resources: .*mem_mb=2000.*runtime=60",
+                     out), out
+
+
+@pytest.mark.slow
+def test_preempted_training_job_is_resubmitted_and_resumes(tmp_path):
+    """A job that saved its state and exited 143 (the trainer's answer to SIGTERM/SIGUSR1) is
+    resubmitted by the profile's `retries` and resumes from what it saved."""
+    state = tmp_path / "fake_slurm"
+    (tmp_path / "Snakefile").write_text(textwrap.dedent("""
+        rule train_model:
+            output: "train/done.txt"
+            shell:
+                "if [ -e train/last ]; then echo resumed-from-step-$(cat train/last) > {output};"
+                " else mkdir -p train && echo 500 > train/last && exit 143; fi"
+    """))
+    env = {**os.environ,
+           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")]),
+           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+    for var in [v for v in env if v.startswith("SLURM_")]:
+        del env[var]
+    cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
+           "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path),
+           "--slurm-init-seconds-before-status-checks", "1"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sbatch = [c for c in map(json.loads, (state / "calls.jsonl").read_text().splitlines())
+              if c["tool"] == "sbatch"]
+    assert len(sbatch) == 2
+    assert (tmp_path / "train/done.txt").read_text().strip() == "resumed-from-step-500"
