@@ -5,8 +5,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= all
 SNAKEMAKE_ARGS ?=
+# Rules call `python -m pipeline_lib...`: the venv's python must come first on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: reproduce test install corpus lint dryrun clean
+.PHONY: reproduce test install corpus browser lint dryrun clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -24,7 +26,12 @@ corpus: install
 reproduce: corpus
 	$(VENV)/bin/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
 
-test: corpus
+# Headless Chromium renders the HTML report in tests (Debian package; needs root or sudo).
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; } \
+	  || echo "chromium could not be installed: the report browser test will be skipped"
+
+test: corpus browser
 	$(PY) -m pytest -q -x --durations=15 tests
 
 lint: install

@@ -12,7 +12,8 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def _snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
 

@@ -29,3 +29,13 @@ def corpus_spec(corpus):
 def corpus_spec_json(wildcards):
     """The corpus's config entry as one shell-quoted JSON argument (also a rerun trigger)."""
     return json.dumps(corpus_spec(wildcards.corpus), sort_keys=True)
+
+
+def ingest_inputs(wildcards):
+    """The raw files a corpus's reader reads: changing one reruns only that corpus's ingestion."""
+    from pipeline_lib.ingest import reader_module
+
+    spec = corpus_spec(wildcards.corpus)
+    if "download" in spec:  # fetched by rule download_corpus; its manifest stands for the files
+        return [f"{RESOURCES}/corpora/{spec['download']}/manifest.json"]
+    return reader_module(spec["reader"]).input_files(spec)

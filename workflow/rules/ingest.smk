@@ -1,13 +1,6 @@
 """Raw corpora -> document Parquet (pipeline_lib.ingest)."""
 
 
-def ingest_inputs(wildcards):
-    from pipeline_lib.ingest import reader_module
-
-    spec = corpus_spec(wildcards.corpus)
-    return reader_module(spec["reader"]).input_files(spec)
-
-
 rule ingest_corpus:
     input:
         ingest_inputs,
