@@ -1,0 +1,386 @@
+"""Continuous cache: Tu et al. (2018), "Learning to Remember Translation History with a Continuous
+Cache", TACL 6 (https://aclanthology.org/Q18-1029/), ported from the paper's RNNsearch to the
+Transformer.
+
+A cache of I slots per document remembers, for every target word already translated in the
+document, a key (the attention context c_i), a value (the decoder state s_i) and the word y_i
+itself. While translating the next sentence each decoder state reads the cache and is combined
+with what it reads before the output layer (cache reading)::
+
+    P_m(c_i | c_t) = softmax_i(c_t^T c_i)                       # (matching) key addressing
+    m_t = sum_i P_m(c_i | c_t) s_i                              # (reading) cache value
+    lambda_t = sigmoid(U s_t + V c_t + W m_t)                   # (gate) element-wise, (d,)
+    s~_t = (1 - lambda_t) * s_t + lambda_t * m_t                # (combining) deep fusion
+    P(y_t | ...) = softmax(E s~_t)                              # the Transformer's output layer
+
+The labels in parentheses mark the lines of the code below. After a sentence is finished its
+(c_t, s_t, y_t) triples are written (cache updating):
+if y_t is in the cache, its key and value are averaged with the new ones; otherwise it goes to an
+empty slot or, when the cache is full, replaces the least recently used entry. The cache is
+cleared at each new document. Training: the sentence-level model is loaded
+and frozen; only U, V, W are trained, on documents processed in sentence order, with the
+reference (teacher-forced) states written to the cache.
+
+Choices for the Transformer and choices the paper leaves open
+-------------------------------------------------------------
+* c_t is the *last* decoder layer's encoder-decoder attention output (the multi-head attention
+  after its output projection, before the residual and LayerNorm: the Transformer's analogue of
+  the RNN's context vector sum_j alpha_tj h_j). It is captured by a forward hook on that
+  ``cross_attn`` attention module, so the core layers stay untouched and a baseline state_dict
+  loads unchanged. s_t is the last decoder layer's output (after ``dec_norm`` with pre-norm), the
+  input of ``Transformer.project``. Both have d = d_model dimensions, so U, V, W are bias-free
+  (d, d) matrices as in the gate formula (no bias term is written there).
+* Key matching is the paper's unscaled dot product (no 1/sqrt(d)).
+* Empty cache: the softmax runs over filled slots only; when a document has no filled slot yet
+  (its first sentence) lambda_t is set to 0, so the model is exactly the sentence-level
+  Transformer there (combining with m_t = 0 would instead shrink s_t by (1 - lambda_t)).
+* What is written: every target token except EOS and padding (the hypothesis at inference has no
+  EOS either), one slot per distinct word. "Recently used" means written or updated (every slot
+  is *read* softly at every step, so reads cannot order the slots).
+* Inference (1-best): after beam search finishes a sentence, ``finish_sentences``
+  re-runs the decoder teacher-forced on the 1-best to get its (c_t, s_t); those do not depend on
+  the cache, and teacher-forced and incremental decoding agree, so these are the states search
+  computed for that hypothesis.
+* Truncated back-propagation: written keys and values are detached, so gradients never flow
+  into earlier sentences; with theta_s frozen they would reach nothing trainable anyway.
+
+Shallow fusion (``fusion: shallow``), the paper's word-level comparison
+----------------------------------------------------------------------
+The cache's words instead of its states are used, as in the continuous cache for language
+models of Grave et al. (2017) that the paper builds on (probability-level "shallow" fusion
+against the state-level "deep" fusion above): the read probabilities are summed per word,
+P_cache(w) = sum_{i: y_i = w} P_m(c_i | c_t), and interpolated with the model's output
+distribution, P(y_t) = (1 - lambda_t) softmax(E s_t)(y_t) + lambda_t P_cache(y_t), with a *scalar*
+gate lambda_t = sigmoid(u s_t + v c_t + w m_t) (u, v, w are (d -> 1) projections; one
+distribution needs one weight). ``project`` then returns log P(y_t) as logits (softmax of a
+log-distribution is the distribution, so the trainer's loss and the decoder's log_softmax work
+unchanged).
+
+Data
+----
+Training and validation (``forward``): ``batch.src`` (B, S), ``tgt_in`` (B, T), ``tgt_out``
+(B, T) as for the baseline, plus ``batch.extra["doc_start"]`` (B,) bool, True where row b's
+sentence is the first of its document. Batches are *document streams*: row b of consecutive
+batches holds consecutive sentences of the same document (a new document in row b starts with
+doc_start True), so the cache of row b carries over from one batch to the next. A change of B
+starts fresh streams (all rows empty). A missing ``doc_start`` is an error, not a sentence-level
+fallback. Training and evaluation keep separate caches, so a validation pass in the middle of
+training does not disturb the training streams.
+Decoding: ``pipeline_lib.decode.translate_documents`` (``needs_history = True``) calls
+``start_documents(n)``, then per sentence index a search over a batch whose
+``batch.extra["doc_slot"]`` (B,) long gives each row's document slot, then
+``finish_sentences(1-best ids, slots)``. A search without ``doc_slot`` (sentence mode, the
+trainer's greedy dev BLEU) reads no cache: the sentence-level model.
+
+Extras (``ModelConfig.extras``)
+-------------------------------
+``cache_size`` (int, 25): I, slots per document; the least recently used slot is
+overwritten once all I hold distinct words.
+``fusion`` ("deep" | "shallow", "deep"): combining on the decoder state (the paper's model) or the
+word-level probability interpolation above (its comparison).
+
+Two-step training
+-----------------
+Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: cache`` with
+``train.init_from`` = the step-1 checkpoint and ``train.freeze`` =
+:meth:`CacheTransformer.sentence_level_prefixes` (matches exactly the baseline's parameters);
+:meth:`CacheTransformer.new_parameter_names` lists the trainables ``cache_gate.{u,v,w}.weight``.
+``forward`` reports the mean gate over real target tokens as ``aux_metrics["cache_gate"]``
+(0 on tokens whose document cache is still empty, e.g. every first sentence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.layers import LayerContext
+from pipeline_lib.models.output import ModelOutput
+from pipeline_lib.models.transformer import EncoderOut, Transformer
+
+CACHE_GATE = "cache_gate"      # module holding U, V, W (the only step-2 trainables)
+# Keys this model puts in EncoderOut.extra / LayerContext.extra (reordered with beams there):
+_CACHE = "cache.store"         # the ContinuousCache the rows read (not a tensor: kept as is)
+_ROWS = "cache.rows"           # (B,) long: cache row of each decoder row
+_CONTEXT = "cache.c_t"         # (B, T, d): last cross_attn output, written by the hook
+_RECORD = "cache.record"       # dict that project fills with s_t, c_t, lambda_t when present
+
+
+class Fusion(str, Enum):
+    DEEP = "deep"          # (combining): mix decoder state and cache value
+    SHALLOW = "shallow"    # interpolate output and cache-word distributions
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """The ``extras`` this model reads (module docstring); unknown keys are an error (typos)."""
+
+    cache_size: int = 25
+    fusion: Fusion = Fusion.DEEP
+
+    def __post_init__(self) -> None:
+        if self.cache_size < 1:
+            raise ValueError(f"cache: cache_size={self.cache_size} must be >= 1")
+
+    @classmethod
+    def from_extras(cls, extras: dict[str, Any]) -> "CacheConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(extras) - known)
+        if unknown:
+            raise ValueError(f"cache: unknown extras {unknown}; known keys are {sorted(known)}")
+        d = dict(extras)
+        if "fusion" in d:
+            try:
+                d["fusion"] = Fusion(d["fusion"])
+            except ValueError:
+                raise ValueError(f"cache: fusion={d['fusion']!r}; choose one of "
+                                 f"{[f.value for f in Fusion]}") from None
+        return cls(**d)
+
+
+class ContinuousCache:
+    """I key/value/word slots for each of n document streams; pure tensor ops, batched over rows.
+
+    Empty slots hold word -1. Updates are out of place (new tensors), so the cache may be written
+    under ``torch.inference_mode`` and read later in training or the other way round.
+    """
+
+    def __init__(self, n: int, size: int, dim: int, device: torch.device | str = "cpu") -> None:
+        self.keys = torch.zeros(n, size, dim, device=device)              # (n, I, d) c_i
+        self.values = torch.zeros(n, size, dim, device=device)            # (n, I, d) s_i
+        self.words = torch.full((n, size), -1, dtype=torch.long, device=device)   # (n, I) y_i
+        self.last_used = torch.zeros(n, size, dtype=torch.long, device=device)    # (n, I)
+        self.clock = torch.zeros(n, dtype=torch.long, device=device)              # (n,) writes
+
+    @property
+    def n(self) -> int:
+        return self.words.size(0)
+
+    @property
+    def device(self) -> torch.device:
+        return self.words.device
+
+    @property
+    def filled(self) -> torch.Tensor:
+        return self.words.ge(0)                                           # (n, I) bool
+
+    def clear(self, rows: torch.Tensor) -> None:
+        """Empty the streams where ``rows`` (n,) bool is True (a new document starts there)."""
+        r = rows.to(self.device)
+        self.keys = self.keys.masked_fill(r[:, None, None], 0.0)
+        self.values = self.values.masked_fill(r[:, None, None], 0.0)
+        self.words = self.words.masked_fill(r[:, None], -1)
+        self.last_used = self.last_used.masked_fill(r[:, None], 0)
+        self.clock = self.clock.masked_fill(r, 0)
+
+    def read(self, query: torch.Tensor, rows: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(matching) and (reading) for queries ``query`` (R, T, d) of the streams ``rows`` (R,) long.
+
+        :returns: m (R, T, d) read values, P (R, T, I) slot probabilities (0 on empty slots and
+            everywhere for an empty stream), nonempty (R,) bool.
+        """
+        keys, values, filled = self.keys[rows], self.values[rows], self.filled[rows]
+        scores = torch.einsum("rtd,rid->rti", query, keys.to(query.dtype))   # c_t^T c_i (R, T, I)
+        # A finite fill keeps an all-empty row NaN-free (uniform, then zeroed below).
+        scores = scores.masked_fill(~filled[:, None, :], torch.finfo(scores.dtype).min)
+        nonempty = filled.any(dim=1)                                          # (R,)
+        probs = torch.softmax(scores, dim=-1) * nonempty[:, None, None]      # (matching) (R, T, I)
+        m = torch.einsum("rti,rid->rtd", probs, values.to(probs.dtype))      # (reading) (R, T, d)
+        return m, probs, nonempty
+
+    def write(self, keys: torch.Tensor, values: torch.Tensor, words: torch.Tensor,
+              mask: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write a finished sentence per stream, token by token (cache updating).
+
+        :param keys: (R, T, d) c_t. :param values: (R, T, d) s_t. :param words: (R, T) y_t.
+        :param mask: (R, T) bool, True = write this token. :param rows: (R,) long stream index.
+        Stored detached (truncated back-propagation between sentences).
+        """
+        rows = rows.to(self.device)
+        K, Vs, W = self.keys[rows], self.values[rows], self.words[rows]         # (R, I, d/.)
+        last, clock = self.last_used[rows], self.clock[rows]
+        keys, values = keys.detach().to(K.dtype), values.detach().to(Vs.dtype)
+        words, mask = words.to(self.device), mask.to(self.device)
+        size = W.size(1)
+        for t in range(words.size(1)):
+            y, ok = words[:, t], mask[:, t]                                     # (R,)
+            filled = W.ge(0)
+            hit = filled & W.eq(y[:, None])                                     # (R, I): <= 1 slot
+            has_hit, has_empty = hit.any(1), (~filled).any(1)
+            lru = last.masked_fill(~filled, torch.iinfo(last.dtype).max).argmin(1)
+            slot = torch.where(has_hit, hit.long().argmax(1),
+                               torch.where(has_empty, (~filled).long().argmax(1), lru))   # (R,)
+            at = F.one_hot(slot, size).bool() & ok[:, None]                    # (R, I)
+            # In the cache already: average old and new key/value; otherwise the new ones.
+            k_new = torch.where(has_hit[:, None], (K[torch.arange(len(slot)), slot] + keys[:, t]) / 2,
+                                keys[:, t])                                     # (R, d)
+            v_new = torch.where(has_hit[:, None], (Vs[torch.arange(len(slot)), slot] + values[:, t]) / 2,
+                                values[:, t])
+            K = torch.where(at[..., None], k_new[:, None, :], K)
+            Vs = torch.where(at[..., None], v_new[:, None, :], Vs)
+            W = torch.where(at, y[:, None], W)
+            clock = clock + ok.long()
+            last = torch.where(at, clock[:, None], last)
+        self.keys = self.keys.index_put((rows,), K)
+        self.values = self.values.index_put((rows,), Vs)
+        self.words = self.words.index_put((rows,), W)
+        self.last_used = self.last_used.index_put((rows,), last)
+        self.clock = self.clock.index_put((rows,), clock)
+
+
+class CacheGate(nn.Module):
+    """(gate) lambda_t = sigmoid(U s_t + V c_t + W m_t); d outputs (deep) or 1 (shallow)."""
+
+    def __init__(self, d_model: int, out: int) -> None:
+        super().__init__()
+        self.u = nn.Linear(d_model, out, bias=False)
+        self.v = nn.Linear(d_model, out, bias=False)
+        self.w = nn.Linear(d_model, out, bias=False)
+
+    def forward(self, s: torch.Tensor, c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) each -> lambda (B, T, out) in [0, 1]."""
+        return torch.sigmoid(self.u(s) + self.v(c) + self.w(m))
+
+
+def _record_context(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+    """Forward hook on the last decoder layer's cross-attention: keep c_t (B, T, d) in ctx.extra.
+
+    Called as ``attn(x, ctx, cache, name=...)``, so ``args[1]`` is the stack's LayerContext."""
+    args[1].extra[_CONTEXT] = output
+
+
+class CacheTransformer(Transformer):
+    """Transformer + continuous cache read before the output layer (Tu et al. 2018)."""
+
+    needs_history = True   # the cache holds the 1-best translations of earlier sentences
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.cache_cfg = CacheConfig.from_extras(cfg.extras)
+        out = cfg.d_model if self.cache_cfg.fusion is Fusion.DEEP else 1
+        self.cache_gate = CacheGate(cfg.d_model, out)
+        self.decoder[-1].blocks["cross_attn"].fn.register_forward_hook(_record_context)
+        self.reset_parameters()   # the base class initialised before the gate existed
+        # Document streams, not parameters: "train"/"eval" (forward) and "decode" (search).
+        self._streams: dict[str, ContinuousCache] = {}
+        self._pending: EncoderOut | None = None   # encoder output of the last document-mode search
+
+    # --- reading: (matching), (reading), (gate), (combining) ----------------------------
+    def decoder_context(self, enc: EncoderOut) -> LayerContext:
+        """Like the base, but with a copy of ``extra`` so the hook's c_t stays per call."""
+        return LayerContext(memories=enc.memories, extra=dict(enc.extra))
+
+    def project(self, h: torch.Tensor, ctx: LayerContext) -> torch.Tensor:
+        """(B, T, d) states s_t -> (B, T, V) logits through the cache (deep or shallow fusion)."""
+        c = ctx.extra[_CONTEXT]                                               # (B, T, d) c_t
+        store: ContinuousCache | None = ctx.extra.get(_CACHE)
+        record = ctx.extra.get(_RECORD)
+        if record is not None:
+            record.update(s=h, c=c)
+        if store is None:                                 # no document streams: baseline
+            return super().project(h, ctx)
+        m, probs, nonempty = store.read(c, ctx.extra[_ROWS])                 # (B, T, d), (B, T, I)
+        lam = self.cache_gate(h, c, m) * nonempty[:, None, None]            # (gate); 0 if empty
+        if record is not None:
+            record["gate"] = lam
+        if self.cache_cfg.fusion is Fusion.DEEP:
+            return super().project((1.0 - lam) * h + lam * m, ctx)          # (combining)
+        # Shallow: P = (1 - lambda) P_model + lambda P_cache, P_cache summed per cached word.
+        p_model = torch.softmax(super().project(h, ctx).float(), dim=-1)    # (B, T, V)
+        words = store.words[ctx.extra[_ROWS]].clamp_min(0)                  # (B, I); empty: p=0
+        p_cache = torch.zeros_like(p_model).scatter_add_(
+            2, words[:, None, :].expand(-1, h.size(1), -1), probs.float())
+        p = (1.0 - lam.float()) * p_model + lam.float() * p_cache
+        return p.clamp_min(torch.finfo(p.dtype).tiny).log()
+
+    def _decode_recording(self, tgt_in: torch.Tensor, enc: EncoderOut
+                          ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Teacher-forced decode that also returns s_t, c_t (and lambda_t when read)."""
+        record: dict[str, torch.Tensor] = {}
+        logits = self.decode(tgt_in, EncoderOut(enc.memories, {**enc.extra, _RECORD: record}))
+        return logits, record
+
+    # --- training and validation: document streams ------------------------------------------
+    def _stream(self, key: str, n: int, device: torch.device) -> ContinuousCache:
+        store = self._streams.get(key)
+        if store is None or store.n != n or store.device != device:
+            store = self._streams[key] = ContinuousCache(n, self.cache_cfg.cache_size,
+                                                         self.cfg.d_model, device)
+        return store
+
+    def forward(self, batch: Batch) -> ModelOutput:
+        """Read the caches of the batch's document streams, then write the reference states."""
+        if EXTRA_DOC_START not in batch.extra:
+            raise ValueError("cache: batch.extra['doc_start'] is missing; the cache model trains on "
+                             "document streams (see the Data section of pipeline_lib/models/cache.py)")
+        B = batch.src.size(0)
+        store = self._stream("train" if self.training else "eval", B, batch.src.device)
+        store.clear(batch.extra[EXTRA_DOC_START].bool())
+        rows = torch.arange(B, device=batch.src.device)
+        enc = self.encode(batch)
+        enc.extra.update({_CACHE: store, _ROWS: rows})
+        logits, rec = self._decode_recording(batch.tgt_in, enc)
+        real = batch.tgt_out.ne(PAD_ID) & batch.tgt_out.ne(EOS_ID)          # (B, T) words to write
+        store.write(rec["c"], rec["s"], batch.tgt_out, real, rows)
+        gate = rec["gate"].detach().float().mean(-1)                          # (B, T)
+        tok = batch.tgt_out.ne(PAD_ID)
+        return ModelOutput(logits=logits,
+                           aux_metrics={"cache_gate": float(gate[tok].mean()) if tok.any() else 0.0})
+
+    # --- decoding: document hooks -------------------------------------------------------------
+    def encode(self, batch: Batch) -> EncoderOut:
+        """In document-mode search (``doc_slot`` given) attach the decode cache to the rows."""
+        enc = super().encode(batch)
+        slots = batch.extra.get(EXTRA_DOC_SLOT)
+        if slots is not None and "decode" in self._streams:
+            enc.extra.update({_CACHE: self._streams["decode"], _ROWS: slots})
+            self._pending = enc
+        return enc
+
+    def start_documents(self, n: int) -> None:
+        """New group of n documents: n empty streams."""
+        self._streams["decode"] = ContinuousCache(n, self.cache_cfg.cache_size, self.cfg.d_model,
+                                                  next(self.parameters()).device)
+        self._pending = None
+
+    @torch.no_grad()
+    def finish_sentences(self, hyp_tokens: list[list[int]], slots: list[int]) -> None:
+        """Write the 1-best of the last search (rows = ``slots``) into the decode cache."""
+        enc = self._pending
+        if enc is None or enc.extra[_ROWS].tolist() != list(slots):
+            raise RuntimeError(f"cache: finish_sentences({slots}) without a document-mode search "
+                               "over these slots (encode a batch with extra['doc_slot'] first)")
+        store: ContinuousCache = enc.extra[_CACHE]
+        dev = enc.source.states.device
+        width = max(len(h) for h in hyp_tokens)
+        words = torch.full((len(hyp_tokens), width), PAD_ID, dtype=torch.long, device=dev)
+        for i, h in enumerate(hyp_tokens):
+            words[i, :len(h)] = torch.as_tensor(h, dtype=torch.long)   # (B, T) y_t, PAD after
+        self._pending = None
+        if width == 0:
+            return
+        tgt_in = torch.cat([torch.full_like(words[:, :1], BOS_ID), words[:, :-1]], dim=1)  # (B, T)
+        # c_t, s_t do not depend on the cache: decode without reading it.
+        plain = EncoderOut(enc.memories, {k: v for k, v in enc.extra.items() if k != _CACHE})
+        _, rec = self._decode_recording(tgt_in, plain)
+        store.write(rec["c"], rec["s"], words, words.ne(PAD_ID), enc.extra[_ROWS])
+
+    # --- two-step training --------------------------------------------------------------------
+    @classmethod
+    def sentence_level_prefixes(cls) -> tuple[str, ...]:
+        """fnmatch patterns (``train.freeze``) matching exactly the baseline's parameters."""
+        return ("embed.*", "tgt_embed.*", "out_proj.*", "enc_norm.*", "dec_norm.*",
+                "encoder.*", "decoder.*")
+
+    def new_parameter_names(self) -> list[str]:
+        """U, V, W: the parameters a sentence-level checkpoint lacks (step-2 trainables)."""
+        return [n for n, _ in self.named_parameters() if n.startswith(f"{CACHE_GATE}.")]

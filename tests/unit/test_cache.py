@@ -1,0 +1,415 @@
+"""Continuous cache (Tu et al. 2018): the cache's LRU/averaging rules by hand, reading, the model's
+document streams, gates, two-step freezing, incremental and document-mode decoding."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.decode import BeamConfig, translate_documents
+from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
+from pipeline_lib.models.cache import CacheTransformer, ContinuousCache
+from pipeline_lib.optim import build_optimizer, label_smoothed_nll
+from pipeline_lib.train import apply_freeze, init_from_checkpoint
+
+torch.set_num_threads(1)
+
+
+# --- the cache on its own: hand-computed cases ---------------------------------------------------
+def vec(*xs: float) -> list[float]:
+    return list(xs)
+
+
+def one_stream_write(cache: ContinuousCache, words: list[int], keys: list[list[float]],
+                     values: list[list[float]] | None = None, row: int = 0) -> None:
+    k = torch.tensor([keys])
+    v = torch.tensor([values if values is not None else keys])
+    cache.write(k, v, torch.tensor([words]), torch.ones(1, len(words), dtype=torch.bool),
+                torch.tensor([row]))
+
+
+def test_new_words_fill_empty_slots_in_order_and_repeats_are_averaged():
+    cache = ContinuousCache(n=1, size=3, dim=2)
+    one_stream_write(cache, [5, 6], [vec(1, 0), vec(0, 1)], [vec(10, 0), vec(0, 10)])
+    assert cache.words.tolist() == [[5, 6, -1]]
+    assert cache.keys[0, :2].tolist() == [[1, 0], [0, 1]]
+    # 5 again: key and value averaged with the new ones, no new slot.
+    one_stream_write(cache, [5], [vec(3, 2)], [vec(20, 4)])
+    assert cache.words.tolist() == [[5, 6, -1]]
+    assert cache.keys[0, 0].tolist() == [2.0, 1.0]        # (1+3)/2, (0+2)/2
+    assert cache.values[0, 0].tolist() == [15.0, 2.0]     # (10+20)/2, (0+4)/2
+    assert cache.values[0, 1].tolist() == [0.0, 10.0]     # untouched
+    # A repeat inside one sentence averages too (the second occurrence sees the first).
+    one_stream_write(cache, [7, 7], [vec(4, 4), vec(0, 0)])
+    assert cache.words.tolist() == [[5, 6, 7]]
+    assert cache.keys[0, 2].tolist() == [2.0, 2.0]
+
+
+def test_full_cache_overwrites_the_least_recently_used_slot():
+    cache = ContinuousCache(n=1, size=2, dim=1)
+    one_stream_write(cache, [5, 6], [vec(1), vec(2)])      # 5 at time 1, 6 at time 2
+    one_stream_write(cache, [5], [vec(3)])                 # 5 updated at time 3: 6 is now LRU
+    one_stream_write(cache, [8], [vec(9)])                 # replaces 6, no averaging
+    assert cache.words.tolist() == [[5, 8]]
+    assert cache.keys[0, :, 0].tolist() == [2.0, 9.0]
+    one_stream_write(cache, [6], [vec(4)])                 # now 5 (time 3) is LRU
+    assert cache.words.tolist() == [[6, 8]]
+    assert cache.keys[0, :, 0].tolist() == [4.0, 9.0]
+    assert cache.last_used.tolist() == [[5, 4]]
+
+
+def test_streams_are_independent_masked_tokens_skipped_and_clear_empties_rows():
+    cache = ContinuousCache(n=3, size=2, dim=1)
+    keys = torch.tensor([[[1.0], [2.0]], [[3.0], [4.0]]])  # rows 2 and 0 of the cache
+    words = torch.tensor([[5, 6], [7, 9]])
+    mask = torch.tensor([[True, True], [True, False]])     # 9 is padding: not written
+    cache.write(keys, keys, words, mask, torch.tensor([2, 0]))
+    assert cache.words.tolist() == [[7, -1], [-1, -1], [5, 6]]
+    assert cache.clock.tolist() == [1, 0, 2]
+    cache.clear(torch.tensor([False, False, True]))
+    assert cache.words.tolist() == [[7, -1], [-1, -1], [-1, -1]]
+    assert cache.keys[2].abs().sum() == 0 and cache.clock.tolist() == [1, 0, 0]
+    assert cache.keys[0, 0, 0] == 3.0
+
+
+def test_read_is_the_softmax_over_filled_slots_and_zero_when_empty():
+    cache = ContinuousCache(n=2, size=3, dim=2)
+    one_stream_write(cache, [5, 6], [vec(1, 0), vec(0, 1)], [vec(10, 0), vec(0, 10)])
+    q = torch.tensor([[[2.0, 0.0]], [[2.0, 0.0]]])          # (R=2, T=1, d=2)
+    m, probs, nonempty = cache.read(q, torch.tensor([0, 1]))
+    e = math.exp(2.0)
+    p0, p1 = e / (e + 1), 1 / (e + 1)                       # softmax of scores (2, 0); slot 3 empty
+    torch.testing.assert_close(probs[0, 0], torch.tensor([p0, p1, 0.0]))
+    torch.testing.assert_close(m[0, 0], torch.tensor([10 * p0, 10 * p1]))
+    assert nonempty.tolist() == [True, False]
+    assert probs[1].abs().sum() == 0 and m[1].abs().sum() == 0
+
+
+# --- the model -------------------------------------------------------------------------------------
+def tiny(name: str = "cache", **extras) -> ModelConfig:
+    return ModelConfig(vocab_size=50, d_model=32, n_heads=2, d_ff=64, enc_layers=2, dec_layers=2,
+                       dropout=0.0, max_len=64, name=name, extras=extras)
+
+
+def pad(rows: list[list[int]]) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows])
+
+
+#: Two document streams of three sentences each: (source ids, target ids).
+DOCS = [
+    [([10, 11, 12], [20, 21, 22]), ([13, 14], [21, 23]), ([10, 15, 16, 17], [20, 24, 22, 25])],
+    [([30, 31], [40, 41]), ([32, 33, 34], [41, 42, 43]), ([35], [44])],
+]
+
+
+def stream_batch(i: int, doc_start: list[bool] | None = None) -> Batch:
+    """Sentence i of both documents; row b = document b (document streams)."""
+    srcs, tgts = zip(*(doc[i] for doc in DOCS))
+    starts = doc_start if doc_start is not None else [i == 0] * len(DOCS)
+    return Batch(src=pad([s + [EOS_ID] for s in srcs]), tgt_in=pad([[BOS_ID] + t for t in tgts]),
+                 tgt_out=pad([t + [EOS_ID] for t in tgts]), extra={"doc_start": torch.tensor(starts)})
+
+
+def model_for(seed: int = 0, **extras) -> CacheTransformer:
+    torch.manual_seed(seed)
+    return build_model(tiny(**extras)).eval()
+
+
+def baseline_and_model(seed: int = 0, **extras) -> tuple[Transformer, CacheTransformer]:
+    torch.manual_seed(seed)
+    base = Transformer(tiny(name="transformer")).eval()
+    model = model_for(seed + 1, **extras)
+    model.load_state_dict(base.state_dict(), strict=False)
+    return base, model
+
+
+def test_registry_shapes_and_gate_metric():
+    assert MODELS["cache"] is CacheTransformer and CacheTransformer.needs_history
+    model = model_for()
+    for i in range(3):
+        b = stream_batch(i)
+        out = model(b)
+        assert out.logits.shape == (2, b.tgt_in.size(1), 50)
+        assert 0.0 <= out.aux_metrics["cache_gate"] <= 1.0
+    store = model._streams["eval"]
+    assert store.words.shape == (2, 25) and store.filled.sum(1).tolist() == [6, 5]   # distinct words
+
+
+@pytest.mark.parametrize("fusion", ["deep", "shallow"])
+def test_empty_cache_is_the_baseline_and_a_filled_cache_changes_the_output(fusion):
+    base, model = baseline_and_model(fusion=fusion)
+    first = stream_batch(0)
+    ref = torch.log_softmax(base(first).logits, -1)
+    torch.testing.assert_close(torch.log_softmax(model(first).logits, -1), ref, rtol=0, atol=1e-5)
+    second = stream_batch(1)
+    with_cache = torch.log_softmax(model(second).logits, -1)
+    alone = torch.log_softmax(base(second).logits, -1)
+    assert (with_cache - alone).abs().max() > 1e-3
+    # doc_start clears the stream: the same sentence as a document start is the baseline again.
+    restarted = torch.log_softmax(model(stream_batch(1, doc_start=[True, True])).logits, -1)
+    torch.testing.assert_close(restarted, alone, rtol=0, atol=1e-5)
+    # Only row 0 restarted: row 1 keeps its history, row 0 is the baseline.
+    model(stream_batch(1, doc_start=[True, True]))
+    mixed = torch.log_softmax(model(stream_batch(2, doc_start=[True, False])).logits, -1)
+    ref2 = torch.log_softmax(base(stream_batch(2)).logits, -1)
+    torch.testing.assert_close(mixed[0], ref2[0], rtol=0, atol=1e-5)
+    assert (mixed[1] - ref2[1]).abs().max() > 1e-3
+
+
+def test_shallow_fusion_returns_log_probabilities_that_favour_cached_words():
+    base, model = baseline_and_model(fusion="shallow")
+    model(stream_batch(0))
+    logits = model(stream_batch(1)).logits
+    torch.testing.assert_close(logits.logsumexp(-1), torch.zeros(logits.shape[:2]), rtol=0, atol=1e-5)
+    gain = logits.exp() - torch.softmax(base(stream_batch(1)).logits, -1)     # (B, T, V)
+    cached = [20, 21, 22]                                                     # document 0, sentence 0
+    assert (gain[0][:, cached].sum(-1) > 0).all()
+    others = [w for w in range(50) if w not in cached]
+    assert (gain[0][:, others] <= 1e-6).all()
+
+
+def test_missing_doc_start_and_bad_extras_are_errors():
+    batch = stream_batch(0)
+    batch.extra = {}
+    with pytest.raises(ValueError, match="doc_start"):
+        model_for()(batch)
+    with pytest.raises(ValueError, match="unknown extras"):
+        model_for(cache_sizes=3)
+    with pytest.raises(ValueError, match="fusion"):
+        model_for(fusion="medium")
+    with pytest.raises(ValueError, match="cache_size"):
+        model_for(cache_size=0)
+    assert model_for(cache_size=3)._stream("x", 2, torch.device("cpu")).words.shape == (2, 3)
+
+
+@pytest.mark.parametrize("fusion", ["deep", "shallow"])
+def test_future_target_tokens_do_not_change_earlier_logits(fusion):
+    model = model_for(fusion=fusion)
+    model(stream_batch(0))
+    snapshot = {k: v for k, v in vars(model._streams["eval"]).items()}
+    ref = model(stream_batch(1)).logits
+    for t in range(ref.size(1) - 1):
+        vars(model._streams["eval"]).update(snapshot)       # same cache for every variant
+        changed = stream_batch(1)
+        changed.tgt_in[:, t + 1:] = 45
+        out = model(changed).logits
+        torch.testing.assert_close(out[:, : t + 1], ref[:, : t + 1], rtol=0, atol=1e-5)
+        assert not torch.allclose(out[0, t + 1:], ref[0, t + 1:])
+
+
+@pytest.mark.parametrize("fusion", ["deep", "shallow"])
+def test_gates_stay_in_unit_interval(fusion):
+    model = model_for(seed=1, fusion=fusion)
+    with torch.no_grad():   # large weights drive the sigmoid to saturation: still within [0, 1]
+        model.cache_gate.u.weight.mul_(50.0)
+    seen: list[torch.Tensor] = []
+    hook = model.cache_gate.register_forward_hook(lambda _m, _i, out: seen.append(out))
+    for i in range(3):
+        model(stream_batch(i))
+    hook.remove()
+    lam = torch.cat([s.flatten() for s in seen])
+    assert lam.min() >= 0.0 and lam.max() <= 1.0
+    assert lam.min() < 0.01 and lam.max() > 0.99
+
+
+def test_baseline_state_dict_leaves_only_new_parameters_missing():
+    torch.manual_seed(0)
+    base = Transformer(tiny(name="transformer"))
+    for fusion, out in (("deep", 32), ("shallow", 1)):
+        model = model_for(seed=1, fusion=fusion)
+        res = model.load_state_dict(base.state_dict(), strict=False)
+        assert res.unexpected_keys == []
+        assert sorted(res.missing_keys) == sorted(model.new_parameter_names()) == [
+            "cache_gate.u.weight", "cache_gate.v.weight", "cache_gate.w.weight"]
+        assert model.cache_gate.u.weight.shape == (out, 32)
+        extra = model.num_parameters() - base.num_parameters()
+        print(f"\n[cache/{fusion}] parameters: baseline {base.num_parameters()}, "
+              f"cache {model.num_parameters()}, overhead {extra} "
+              f"({100 * extra / base.num_parameters():.2f}%)")
+        assert extra == 3 * 32 * out
+
+
+def test_two_step_training_keeps_sentence_level_parameters_bit_identical(tmp_path):
+    """Step 2 with the trainer's helpers: init_from, freeze theta_s, train U, V, W on streams."""
+    torch.manual_seed(0)
+    base = Transformer(tiny(name="transformer"))
+    ckpt.save_checkpoint(tmp_path / "step1", base.state_dict(), base.cfg.to_dict())
+    cfg = ModelConfig.from_dict({**tiny().to_dict(), "dropout": 0.1})
+    model = CacheTransformer(cfg)
+    keys = init_from_checkpoint(model, tmp_path / "step1")
+    assert keys["unexpected"] == [] and sorted(keys["missing"]) == sorted(model.new_parameter_names())
+    frozen = apply_freeze(model, CacheTransformer.sentence_level_prefixes())
+    assert sorted(frozen) == sorted(n for n, _ in base.named_parameters())
+    assert sorted(n for n, p in model.named_parameters() if p.requires_grad) == sorted(
+        model.new_parameter_names())
+
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = build_optimizer([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    for epoch in range(2):
+        for i in range(3):                                # documents in sentence order
+            batch = stream_batch(i)
+            opt.zero_grad(set_to_none=True)
+            loss, _, n = label_smoothed_nll(model(batch).logits, batch.tgt_out, 0.1)
+            (loss / n).backward()
+            if i > 0:                                     # the first sentence reads nothing
+                assert all(p.grad is not None and p.grad.abs().sum() > 0
+                           for p in model.cache_gate.parameters())
+            opt.step()
+    for name, p in model.named_parameters():
+        if name in frozen:
+            assert torch.equal(p, before[name]), f"theta_s changed: {name}"
+        else:
+            assert not torch.equal(p, before[name]), f"gate not trained: {name}"
+    ckpt.save_checkpoint(tmp_path / "step2", model.state_dict(), cfg.to_dict())
+    loaded, loaded_cfg = ckpt.load_model(tmp_path / "step2")
+    assert isinstance(loaded, CacheTransformer) and loaded_cfg.extras == cfg.extras
+    model.eval()
+    loaded.eval()
+    for i in range(2):
+        torch.testing.assert_close(loaded(stream_batch(i)).logits, model(stream_batch(i)).logits,
+                                   rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fusion,norm_first", [("deep", False), ("deep", True), ("shallow", False)])
+def test_incremental_decode_step_equals_full_decode_with_a_filled_cache(fusion, norm_first):
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_dict({**tiny(fusion=fusion).to_dict(), "norm_first": norm_first})
+    model = build_model(cfg).eval()
+    first, second = stream_batch(0), stream_batch(1)
+    slots = torch.tensor([1, 0])                          # rows are documents 1 and 0
+    with torch.no_grad():
+        model.start_documents(2)
+        model.encode(Batch(src=first.src, tgt_in=first.tgt_in, tgt_out=first.tgt_out,
+                           extra={"doc_slot": slots}))
+        model.finish_sentences([[20, 21, 22], [40, 41]], slots.tolist())
+        assert model._streams["decode"].words[:, :3].tolist() == [[40, 41, -1], [20, 21, 22]]
+        enc = model.encode(Batch(src=second.src, tgt_in=second.tgt_in, tgt_out=second.tgt_out,
+                                 extra={"doc_slot": slots}))
+        full = torch.log_softmax(model.decode(second.tgt_in, enc), dim=-1)     # (B, T, V)
+        plain = torch.log_softmax(Transformer.decode(model, second.tgt_in, model.encode(second)), -1)
+        assert (full - plain).abs().max() > 1e-3          # the decode cache was read
+        state = model.init_state(enc)
+        for t in range(second.tgt_in.size(1)):
+            lp, state = model.decode_step(second.tgt_in[:, t:t + 1], state, t)
+            torch.testing.assert_close(lp, full[:, t], rtol=0, atol=1e-5)
+        swap = torch.tensor([1, 0])                       # beam reordering keeps each row's stream
+        lp, _ = model.decode_step(second.tgt_in[swap, :1], model.init_state(enc).reorder(swap), 0)
+        torch.testing.assert_close(lp, full[swap, 0], rtol=0, atol=1e-5)
+
+
+def test_translate_documents_writes_the_one_best_and_scores_match_forced_decoding():
+    """Document mode end to end: each greedy 1-best's log-probability equals the teacher-forced
+    score under the cache of the 1-bests before it (what finish_sentences wrote)."""
+    model = model_for(seed=3)
+    with torch.no_grad():
+        model.cache_gate.w.weight.mul_(5.0)
+    docs = [[s for s, _ in doc] for doc in DOCS]
+    cfg = BeamConfig(beam=1, greedy=True, max_len_a=0.0, max_len_b=6)
+    hyps = translate_documents(model, docs, cfg)
+    assert [len(d) for d in hyps] == [3, 3]
+    assert all(h[0].tokens for d in hyps for h in d)                 # something was written
+    assert model._streams["decode"].filled.any(1).all()
+    beam = translate_documents(model, docs, BeamConfig(beam=3, max_len_a=0.0, max_len_b=6))
+    assert all(h for d in beam for h in d)
+    # Replay with forward(): streams fed the 1-bests reproduce the search's scores.
+    for i in range(3):
+        srcs = [d[i] for d in docs]
+        outs = [h[i][0].tokens for h in hyps]
+        batch = Batch(src=pad([s + [EOS_ID] for s in srcs]), tgt_in=pad([[BOS_ID] + o for o in outs]),
+                      tgt_out=pad([o + [EOS_ID] for o in outs]),
+                      extra={"doc_start": torch.tensor([i == 0] * 2)})
+        with torch.no_grad():
+            lp = torch.log_softmax(model(batch).logits, -1).gather(2, batch.tgt_out[..., None])[..., 0]
+        for b in range(2):
+            n = len(outs[b]) + 1
+            assert lp[b, :n].sum().item() == pytest.approx(hyps[b][i][0].logprob, abs=1e-4)
+    with pytest.raises(RuntimeError, match="finish_sentences"):
+        model.finish_sentences([[1]], [0])
+
+
+
+# --- does the cache learn what the paper says it should? ---------------------------------------
+AMBIGUOUS, SENSES, CUES = 5, (6, 7), (8, 9)
+
+
+def sense_document(rng: random.Random, n: int = 4) -> list[tuple[list[int], list[int]]]:
+    """Source word 5 means target 6 or 7, fixed per document; only sentence 0 has the cue
+    (8 or 9) that says which. Other words w translate to w + 20."""
+    sense, doc = rng.randrange(2), []
+    for i in range(n):
+        src = rng.sample(range(10, 30), rng.randint(2, 4)) + [AMBIGUOUS]
+        rng.shuffle(src)
+        if i == 0:
+            src = [CUES[sense]] + src
+        doc.append((src, [SENSES[sense] if w == AMBIGUOUS else CUES[sense] if w in CUES else w + 20
+                          for w in src]))
+    return doc
+
+
+def pairs_batch(pairs: list[tuple[list[int], list[int]]], start: bool) -> Batch:
+    return Batch(src=pad([s + [EOS_ID] for s, _ in pairs]), tgt_in=pad([[BOS_ID] + t for _, t in pairs]),
+                 tgt_out=pad([t + [EOS_ID] for _, t in pairs]),
+                 extra={"doc_start": torch.full((len(pairs),), start)})
+
+
+def ambiguous_accuracy(model: Transformer, docs: list) -> float:
+    """Teacher-forced arg-max accuracy on word 5's translation in sentences 1.. (no cue there)."""
+    model.eval()
+    hit = total = 0
+    with torch.no_grad():
+        for i in range(len(docs[0])):
+            b = pairs_batch([d[i] for d in docs], i == 0)
+            pred = model(b).logits.argmax(-1)
+            at = (b.tgt_out == SENSES[0]) | (b.tgt_out == SENSES[1])
+            if i:
+                hit, total = hit + int((pred[at] == b.tgt_out[at]).sum()), total + int(at.sum())
+    return hit / total
+
+
+def sense_experiment(seed: int) -> tuple[float, float]:
+    """Step 1 learns the sentence task (the ambiguous word is a coin flip without the cue);
+    step 2 trains only U, V, W on document streams. Returns both models' ambiguous accuracy."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    base = Transformer(tiny(name="transformer"))
+    opt = build_optimizer(base.parameters(), lr=3e-3)
+    base.train()
+    for _ in range(300):
+        b = pairs_batch([p for _ in range(8) for p in sense_document(rng)], False)
+        loss, _, n = label_smoothed_nll(base(b).logits, b.tgt_out, 0.0)
+        opt.zero_grad()
+        (loss / n).backward()
+        opt.step()
+    test_docs = [sense_document(random.Random(1000 + i)) for i in range(64)]
+    base_acc = ambiguous_accuracy(base, test_docs)
+    model = model_for(seed=seed + 1)
+    model.load_state_dict(base.state_dict(), strict=False)
+    apply_freeze(model, CacheTransformer.sentence_level_prefixes())
+    opt = build_optimizer([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(120):
+        docs = [sense_document(rng) for _ in range(16)]
+        model.train()
+        for i in range(4):
+            b = pairs_batch([d[i] for d in docs], i == 0)
+            loss, _, n = label_smoothed_nll(model(b).logits, b.tgt_out, 0.0)
+            opt.zero_grad()
+            (loss / n).backward()
+            opt.step()
+    return base_acc, ambiguous_accuracy(model, test_docs)
+
+
+@pytest.mark.slow
+def test_deep_fusion_learns_document_consistent_translations():
+    """The cache recalls the sense its document used before; the sentence-level model cannot."""
+    base_acc, cache_acc = sense_experiment(0)
+    print(f"\n[cache] ambiguous-word accuracy, sentences 2-4: sentence-level {base_acc:.3f}, "
+          f"deep cache {cache_acc:.3f}")
+    assert base_acc < 0.65 and cache_acc > max(0.75, base_acc + 0.2)
