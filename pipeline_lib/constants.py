@@ -33,3 +33,49 @@ class Split(str, Enum):
 DOCS_FILE = "docs.parquet"
 QUARANTINE_FILE = "quarantine.parquet"
 MANIFEST_FILE = "manifest.json"
+
+# --- training runs and checkpoint directories (train.py, checkpoint.py) ---
+CKPT_MODEL_FILE = "model.pt"                # state_dict
+CKPT_CONFIG_FILE = "config.yaml"            # model config, train config, git revision
+CKPT_SPM_FILE = "spm.model"                 # copy of the sentencepiece model
+CKPT_TRAINER_STATE_FILE = "trainer_state.pt"  # optimizer, scheduler, RNG, data position, step
+METRICS_FILE = "metrics.jsonl"              # one JSON record per line: step, split, loss, ...
+
+# --- Batch.extra keys shared by the data loader, the decoder and the models ---
+EXTRA_DOC_START = "doc_start"   # (B,) bool: row starts a new document (document-stream batches)
+EXTRA_DOC_SLOT = "doc_slot"     # (B,) long: document slot of each row (decode.translate_documents)
+
+# --- scoring and report (score.py, discourse.py, report.py) ---
+ALL_TEST_SETS = "All"       # the concatenation of every test set in the results table
+SIG_MARK = "†"              # significantly different from the baseline (paired bootstrap)
+
+
+class IngestReason(str, Enum):
+    """Why a corpus reader quarantined a record (quarantine ``reason`` column, manifest keys)."""
+
+    UNDECODABLE = "undecodable_bytes"
+    EMPTY = "empty_segment"
+    TOO_LONG = "too_long"
+    SEG_COUNT_MISMATCH = "segment_count_mismatch"      # the two sides of a document differ in length
+    SEG_ID_MISMATCH = "segment_id_mismatch"            # same length, but different <seg id>s
+    DUPLICATE_SEG_ID = "duplicate_segment_id"
+    DUPLICATE_DOC_ID = "duplicate_doc_id"
+    MISSING_DOC_ID = "missing_doc_id"
+    MISSING_REFERENCE = "missing_reference"            # no target document for this source document
+    REFERENCE_WITHOUT_SOURCE = "reference_without_source"
+    DOC_NOT_CONTIGUOUS = "doc_id_not_contiguous"       # doc-id file revisits an earlier document
+    DOC_TYPE_EXCLUDED = "doc_type_excluded"            # Gigaword non-story documents
+    NO_SEGMENTS = "document_without_segments"          # e.g. Gigaword <TEXT> without <P>
+
+
+# --- dependency parsing (stanza_models.py, parse.py) ---
+STANZA_MODEL_FILE = "model.json"    # model descriptor: stanza.Pipeline kwargs + where models came from
+
+
+class ParseReason(str, Enum):
+    """Why the parse stage quarantined a sentence (quarantine ``reason`` column, manifest keys)."""
+
+    EMPTY = "empty_sentence"           # no token after tokenisation
+    TOO_LONG = "too_long"              # more words than parse.max_words (parsing is quadratic)
+    PARSE_FAILED = "parse_failed"      # stanza raised on this sentence alone
+    INVALID_TREE = "invalid_tree"      # not exactly one root, or a head out of range

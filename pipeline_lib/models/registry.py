@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from torch import nn
 
+from pipeline_lib.models.cache import CacheTransformer
+from pipeline_lib.models.camn import CAMNTransformer
 from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.crosstask import CrossTaskTransformer
+from pipeline_lib.models.dbsa import DependencyTransformer
+from pipeline_lib.models.doct import DocTransformer
 from pipeline_lib.models.transformer import Transformer
 
 MODELS: dict[str, type[nn.Module]] = {
     "transformer": Transformer,
+    "camn": CAMNTransformer,
+    "doct": DocTransformer,
+    "cache": CacheTransformer,
+    "dbsa": DependencyTransformer,
+    "crosstask": CrossTaskTransformer,
 }
 
 

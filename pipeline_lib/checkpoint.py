@@ -1,0 +1,180 @@
+"""Self-describing checkpoint directories, written atomically, and checkpoint averaging.
+
+A checkpoint is a DIRECTORY (Sockeye/nanoGPT style) so that ``load_model(dir)`` needs nothing
+else: ``model.pt`` (state_dict), ``config.yaml`` (model config, effective train config, git
+revision, format version), ``spm.model`` (copy of the subword model) and, for runs that can be
+resumed, ``trainer_state.pt`` (optimizer, scheduler, RNG states, data position, step).
+
+Atomicity: everything is written into a hidden temporary sibling directory, which is then renamed
+into place. Replacing an existing directory takes two renames (old -> backup, new -> name); a
+crash between them leaves the backup, which ``resolve_checkpoint`` renames back. A reader never
+sees a half-written checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from pipeline_lib.constants import CKPT_CONFIG_FILE as CONFIG_FILE
+from pipeline_lib.constants import CKPT_MODEL_FILE as MODEL_FILE
+from pipeline_lib.constants import CKPT_SPM_FILE as SPM_FILE
+from pipeline_lib.constants import CKPT_TRAINER_STATE_FILE as TRAINER_STATE_FILE
+from pipeline_lib.manifest import git_revision
+
+FORMAT_VERSION = 1
+
+
+def _backup_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
+def resolve_checkpoint(path: str | Path) -> Path | None:
+    """The checkpoint directory at ``path`` if complete, restoring a backup left by a crash
+    between the two renames of a replacement; ``None`` when there is none."""
+    path = Path(path)
+    backup = _backup_path(path)
+    if not path.exists() and backup.exists():
+        os.replace(backup, path)
+    if (path / MODEL_FILE).exists() and (path / CONFIG_FILE).exists():
+        return path
+    return None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(
+    path: str | Path,
+    model_state: dict[str, torch.Tensor],
+    model_config: dict[str, Any],
+    train_config: dict[str, Any] | None = None,
+    spm_model: str | Path | None = None,
+    trainer_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint directory atomically (temp dir + rename) and return its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    torch.save(model_state, tmp / MODEL_FILE)
+    meta = {"format_version": FORMAT_VERSION, "git_revision": git_revision(),
+            "model": model_config, "train": train_config or {}}
+    (tmp / CONFIG_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
+    if spm_model is not None:
+        shutil.copyfile(spm_model, tmp / SPM_FILE)
+    if trainer_state is not None:
+        torch.save(trainer_state, tmp / TRAINER_STATE_FILE)
+    for f in tmp.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    _fsync_dir(tmp)
+    backup = _backup_path(path)
+    if backup.exists():
+        shutil.rmtree(backup)
+    if path.exists():
+        os.replace(path, backup)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    if backup.exists():
+        shutil.rmtree(backup)
+    return path
+
+
+def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:
+    """Atomically copy a checkpoint directory (e.g. ``last`` -> ``best``)."""
+    src, dst = Path(src), Path(dst)
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(src, tmp)
+    backup = _backup_path(dst)
+    if backup.exists():
+        shutil.rmtree(backup)
+    if dst.exists():
+        os.replace(dst, backup)
+    os.replace(tmp, dst)
+    if backup.exists():
+        shutil.rmtree(backup)
+    return dst
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    return yaml.safe_load((Path(path) / CONFIG_FILE).read_text())
+
+
+def load_state(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    return torch.load(Path(path) / MODEL_FILE, map_location=device, weights_only=True)
+
+
+def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
+    f = Path(path) / TRAINER_STATE_FILE
+    # Our own file: it holds numpy RNG state, which the weights-only unpickler refuses.
+    return torch.load(f, map_location="cpu", weights_only=False) if f.exists() else None
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu"):
+    """Rebuild the model a checkpoint directory describes: ``(model in eval mode, ModelConfig)``."""
+    from pipeline_lib.models.config import ModelConfig
+    from pipeline_lib.models.registry import build_model
+
+    path = resolve_checkpoint(path)
+    if path is None:
+        raise FileNotFoundError(f"no complete checkpoint (model.pt + config.yaml) at {path}")
+    cfg = ModelConfig.from_dict(read_config(path)["model"])
+    model = build_model(cfg)
+    model.load_state_dict(load_state(path))
+    return model.to(device).eval(), cfg
+
+
+def average_states(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the floating-point parameters of several checkpoints (fairseq's
+    ``average_checkpoints.py``); accumulated in float64, cast back to each tensor's dtype.
+    Integer buffers are taken from the last checkpoint."""
+    if not paths:
+        raise ValueError("average_states: no checkpoints given")
+    states = [load_state(p) for p in paths]
+    keys = states[0].keys()
+    for p, s in zip(paths, states):
+        if s.keys() != keys:
+            raise ValueError(f"average_states: {p} has different parameter names than {paths[0]}")
+    out = {}
+    for k in keys:
+        t = states[-1][k]
+        if t.is_floating_point():
+            out[k] = (sum(s[k].double() for s in states) / len(states)).to(t.dtype)
+        else:
+            out[k] = t.clone()
+    return out
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG a training step may draw from, so a resumed run draws the same numbers."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,265 @@
+"""CAMN: Jiang et al. (2019), "Document-level Neural Machine Translation with Associated Memory
+Network" (arXiv:1910.14528; the inter-sentence attention model), Shu Jiang, Rui Wang, Zuchao Li,
+Masao Utiyama, Kehai Chen, Eiichiro Sumita, Hai Zhao, Bao-liang Lu.
+
+The previous sentence(s) of the document are a *memory*: a context encoder (a GRU followed by
+multi-head self-attention, Eq. 5-7) encodes them, an *inter-sentence attention* lets every source
+word read the memory words most similar to it (Eq. 10-13; several memory sentences are weighted by
+beta, Eq. 14-15), and a *context gate* (Eq. 16-17) mixes what was read into the sentence encoder's
+output. The gated states replace the encoder output that every decoder layer's encoder-decoder
+attention attends to, so the decoder is the baseline's, unchanged::
+
+    H_source = Encoder(src)                                   (B, S, d)   sentence-level encoder
+    c        = SelfAttn(GRU(Emb(memory)))                     (B, L, d)   Eq. 5-7
+    M_raw    = H_source c^T                                   (B, S, L)   Eq. 10-11
+    alpha    = softmax over the memory words of M_raw         (B, S, L)   Eq. 12
+    a_i      = sum_l alpha_il c_l        (= H_context)        (B, S, d)   Eq. 13
+    g_i      = sigmoid(W_g [H_source; H_context] + b_g)       (B, S, d)   Eq. 16
+    H_i      = g_i * H_source + (1 - g_i) * H_context         (B, S, d)   Eq. 17 -> decoder
+
+Choices the paper leaves open (recorded so that a run says what it implements):
+
+* "Column-wise softmax" (Eq. 12): M_raw has one row per source word i and one column per memory
+  word l; the softmax runs across the columns of each row, so a_i is a convex combination of the
+  memory states (the memory read for word i) and padded memory words get zero weight. M_raw is the
+  raw dot product, without the 1/sqrt(d) scaling of Transformer attention, as in Eq. 10-11.
+* The GRU (Eq. 5) is unidirectional with hidden size d_model, reading right-padded memory from the
+  left, so padding after a sentence never changes its states. Its input is what the sentence
+  encoder reads: the shared, sqrt(d)-scaled source embeddings plus sinusoidal positions
+  (restarting at 0 for the memory); the positions are what lets the ``rnn: false`` ablation know
+  word order.
+* The self-attention (Eq. 6-7) is one multi-head sub-layer with the Transformer's residual
+  connection and LayerNorm (post-norm, or pre-norm plus a final LayerNorm with ``norm_first``),
+  n_heads heads; no feed-forward sub-layer.
+* The gate W_g is a (2d -> d) linear map with bias: an element-wise gate per source position.
+  The gated states go to the decoder as they are (no further LayerNorm).
+* Several memory sentences (N = ``memory_sentences`` > 1) come in two forms, both in the paper:
+  ``memory_mode: concat`` (default) encodes them as one sequence joined by the ``####`` break
+  piece (Eq. 18, ``batch.ctx_src``); ``memory_mode: weighted`` encodes each separately, reads each
+  with Eq. 10-13 and mixes the reads by beta_n = softmax_n(mean of M_raw^n over its real entries)
+  (Eq. 14-15, ``batch.extra["ctx_sents"]``). With N = 1 the two are the same model.
+* A lone-BOS memory (first sentence of a document) is a memory like any other: the paper does not
+  reduce to the baseline there, and neither does this model; the gate can learn to close.
+
+Data
+----
+``memory_mode: concat`` reads ``batch.ctx_src`` (B, C) long, right-padded with PAD_ID: the
+previous N = ``memory_sentences`` source sentences of the document, oldest first, subword ids
+joined by the ``SENT_BREAK`` ("####") piece and ending in EOS; a single BOS_ID when the sentence
+is the first of its document (C >= 1, no row all padding). C <= ``max_len``.
+
+``memory_mode: weighted`` reads ``batch.extra["ctx_sents"]`` (B, N, L) long, right-padded with
+PAD_ID: slot n holds the (N - n)-th previous source sentence (oldest first, the previous sentence
+in slot N - 1), each ending in EOS; a sentence the document does not have (near its start) is an
+all-PAD slot; a row with no previous sentence at all has a lone BOS_ID in slot N - 1 (so every row
+has at least one real slot). L <= ``max_len``. ``ctx_src`` is not read in this mode.
+
+``batch.src``, ``tgt_in``, ``tgt_out`` as for the baseline. The context is required in training,
+validation and decoding (a missing one is an error, not a sentence-level fallback). It is
+source-side, so ``needs_history = False``.
+
+``random_context: true`` (the paper's "without inter-sentence attention" ablation) changes no
+module: the LOADER must honour it (read :attr:`CAMNTransformer.random_context`) by filling the
+memory with sentence(s) from a random other position instead of the true previous ones: for each
+current sentence, draw each memory sentence uniformly from the source sentences of the same split
+that are neither the current sentence nor one of its true N previous sentences, deterministically
+from the data seed and (doc_id, sent_idx), in training, validation and test alike; the layout of
+``ctx_src`` / ``ctx_sents`` is unchanged (a first sentence gets a random sentence too, not BOS).
+
+Extras (``ModelConfig.extras``)
+-------------------------------
+``memory_sentences`` (int, 1): N, previous source sentences in the memory; read by the loader
+and decoder that build ``ctx_src``/``ctx_sents`` (also as :attr:`context_sentences`, the name
+DocT uses).
+``memory_mode`` ("concat" | "weighted", "concat"): Eq. 18 concatenation or Eq. 14-15 beta weights.
+``rnn`` (bool, true): the GRU of Eq. 5; false = the paper's "without RNN" ablation
+(self-attention straight over the memory embeddings).
+``random_context`` (bool, false): the paper's "without inter-sentence attention" ablation, a
+random memory sentence (data side, see "Data"). ``rnn: false`` + ``random_context: true`` is the
+"both" ablation.
+
+Two-step training
+-----------------
+Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: camn`` with
+``train.init_from`` = the step-1 checkpoint and ``train.freeze`` =
+:meth:`CAMNTransformer.sentence_level_prefixes` (fnmatch patterns matching exactly the baseline
+Transformer's parameters); :meth:`CAMNTransformer.new_parameter_names` lists the new ones
+(``context_rnn.*``, ``context_attn.*``, ``context_norm.*``, ``context_gate.*``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any
+
+import torch
+from torch import nn
+
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import PAD_ID
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, Layer, LayerContext,
+                                        Memory, SubLayer)
+from pipeline_lib.models.transformer import EncoderOut, Transformer
+
+CTX_SENTS = "ctx_sents"          # batch.extra key of the weighted mode: (B, N, L) memory sentences
+NEW_PREFIX = "context_"          # every new module's attribute name starts with this
+
+
+class MemoryMode(str, Enum):
+    """How N > 1 memory sentences are presented (the paper's two variants)."""
+
+    CONCAT = "concat"          # Eq. 18: one sequence joined by "####" (batch.ctx_src)
+    WEIGHTED = "weighted"      # Eq. 14-15: separate sentences mixed by beta (extra["ctx_sents"])
+
+
+@dataclass(frozen=True)
+class CAMNConfig:
+    """The ``extras`` CAMN reads (module docstring); unknown keys are an error (typos)."""
+
+    memory_sentences: int = 1
+    memory_mode: MemoryMode = MemoryMode.CONCAT
+    rnn: bool = True
+    random_context: bool = False
+
+    def __post_init__(self) -> None:
+        for name, kind in (("memory_sentences", int), ("rnn", bool), ("random_context", bool)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"camn: {name}={getattr(self, name)!r} is not a {kind.__name__}")
+        if self.memory_sentences < 1:
+            raise ValueError(f"camn: memory_sentences={self.memory_sentences} must be >= 1")
+
+    @classmethod
+    def from_extras(cls, extras: dict[str, Any]) -> "CAMNConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(extras) - known)
+        if unknown:
+            raise ValueError(f"camn: unknown extras {unknown}; known keys are {sorted(known)}")
+        d = dict(extras)
+        if "memory_mode" in d:
+            try:
+                d["memory_mode"] = MemoryMode(d["memory_mode"])
+            except ValueError:
+                raise ValueError(f"camn: memory_mode={d['memory_mode']!r}; choose one of "
+                                 f"{[m.value for m in MemoryMode]}") from None
+        return cls(**d)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim where ``mask`` is True; masked entries get exactly 0.
+
+    :param scores: (..., K). :param mask: (..., K) bool, at least one True per row."""
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+class ContextGate(nn.Module):
+    """Eq. 16: ``g = sigmoid(W_g [H_source; H_context] + b_g)``, element-wise, in [0, 1]."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.w_g = nn.Linear(2 * d_model, d_model)
+
+    def forward(self, h_source: torch.Tensor, h_context: torch.Tensor) -> torch.Tensor:
+        """:param h_source, h_context: (B, S, d). :returns: g (B, S, d)."""
+        return torch.sigmoid(self.w_g(torch.cat([h_source, h_context], dim=-1)))
+
+
+class CAMNTransformer(Transformer):
+    """Transformer whose encoder output is gated with an inter-sentence memory read (Jiang et al.)."""
+
+    needs_history = False   # the memory is the *source* document: no 1-best history needed
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.camn = CAMNConfig.from_extras(cfg.extras)
+        d = cfg.d_model
+        # Eq. 5: h_t = GRU(h_{t-1}, e_t) over the memory embeddings (absent in the "w/o RNN" ablation).
+        self.context_rnn = nn.GRU(d, d, batch_first=True) if self.camn.rnn else None
+        # Eq. 6-7: multi-head self-attention over the GRU states (residual + LayerNorm sub-layer).
+        self.context_attn = Layer([("self_attn", SubLayer(
+            Attention(d, cfg.n_heads, cfg.dropout, AttnKind.SELF), d, cfg.dropout, cfg.norm_first))])
+        self.context_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        self.context_gate = ContextGate(d)   # Eq. 16
+        self.reset_parameters()   # the base class initialised before the new modules existed
+
+    @property
+    def context_sentences(self) -> int:
+        """N of this model: the loader and decoder build the memory from N previous sentences."""
+        return self.camn.memory_sentences
+
+    @property
+    def random_context(self) -> bool:
+        """The loader replaces the memory by random other sentences when True (module docstring)."""
+        return self.camn.random_context
+
+    # --- memory ----------------------------------------------------------------------------
+    def memory_tokens(self, batch: Batch) -> torch.Tensor:
+        """The memory as (B, N', L) ids: N' = 1 (concat mode, ``ctx_src``) or N (``ctx_sents``)."""
+        if self.camn.memory_mode is MemoryMode.WEIGHTED:
+            sents = batch.extra.get(CTX_SENTS)
+            if sents is None:
+                raise ValueError(f"camn: batch.extra[{CTX_SENTS!r}] is missing; memory_mode=weighted "
+                                 "needs the previous sentences one by one (see the Data section of "
+                                 "pipeline_lib/models/camn.py)")
+            if sents.dim() != 3 or sents.size(1) != self.camn.memory_sentences:
+                raise ValueError(f"camn: batch.extra[{CTX_SENTS!r}] has shape {tuple(sents.shape)}; "
+                                 f"expected (B, {self.camn.memory_sentences}, L)")
+            return sents
+        if batch.ctx_src is None:
+            raise ValueError("camn: batch.ctx_src is None; CAMN needs the previous source sentences "
+                             "(see the Data section of pipeline_lib/models/camn.py)")
+        return batch.ctx_src[:, None, :]
+
+    def encode_memory(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context encoder, Eq. 5-7: (R, L) ids -> c (R, L, d) and its mask (R, L).
+
+        An all-PAD row (a memory sentence the document lacks) gets its first position unmasked so
+        that no softmax row is empty; the caller drops such rows through beta."""
+        mask = tokens.ne(PAD_ID)                                          # (R, L)
+        mask[:, 0] |= ~mask.any(dim=1)
+        x = self.embed_tokens(self.embed, tokens)                         # (R, L, d) shared embeddings
+        if self.context_rnn is not None:
+            x, _ = self.context_rnn(x)                                    # Eq. 5: (R, L, d)
+        x = self.context_attn(x, LayerContext(self_mask=mask))            # Eq. 6-7: (R, L, d)
+        return self.context_norm(x), mask
+
+    def read_memory(self, h_source: torch.Tensor, src_mask: torch.Tensor,
+                    tokens: torch.Tensor) -> torch.Tensor:
+        """Inter-sentence attention, Eq. 10-15: H_source (B, S, d) with its mask (B, S), memory
+        ids (B, N, L) -> H_context (B, S, d)."""
+        B, N, L = tokens.shape
+        c, mask = self.encode_memory(tokens.reshape(B * N, L))
+        c, mask = c.view(B, N, L, -1), mask.view(B, N, L)                 # (B, N, L, d), (B, N, L)
+        m_raw = torch.einsum("bsd,bnld->bnsl", h_source, c)               # Eq. 10-11: (B, N, S, L)
+        alpha = masked_softmax(m_raw, mask[:, :, None, :])                # Eq. 12: over memory words
+        reads = alpha @ c                                                 # Eq. 13: (B, N, S, d)
+        if N == 1:
+            return reads[:, 0]
+        # Eq. 14-15: beta_n = softmax_n(mean of M_raw^n over real source x memory words).
+        real = (src_mask[:, None, :, None] & mask[:, :, None, :]).to(m_raw.dtype)  # (B, N, S, L)
+        mean_sim = (m_raw * real).sum((2, 3)) / real.sum((2, 3))          # (B, N)
+        present = tokens.ne(PAD_ID).any(dim=2)                            # (B, N) real sentences
+        beta = masked_softmax(mean_sim, present)                          # Eq. 15: (B, N)
+        return torch.einsum("bn,bnsd->bsd", beta, reads)                  # (B, S, d)
+
+    def encode(self, batch: Batch) -> EncoderOut:
+        """Sentence encoder, then the gated memory read replaces the SOURCE_MEMORY states."""
+        enc = super().encode(batch)
+        src = enc.source
+        h_context = self.read_memory(src.states, src.mask, self.memory_tokens(batch))   # (B, S, d)
+        g = self.context_gate(src.states, h_context)                          # Eq. 16: (B, S, d)
+        fused = g * src.states + (1.0 - g) * h_context                        # Eq. 17
+        return EncoderOut({**enc.memories, SOURCE_MEMORY: Memory(fused, src.mask)}, enc.extra)
+
+    # --- two-step training -----------------------------------------------------------------
+    @classmethod
+    def sentence_level_prefixes(cls) -> tuple[str, ...]:
+        """fnmatch patterns (``train.freeze``) matching exactly the baseline's parameters: CAMN
+        adds no block inside the encoder/decoder layers, so whole stacks are theta_s."""
+        return ("embed.*", "tgt_embed.*", "out_proj.*", "enc_norm.*", "dec_norm.*",
+                "encoder.*", "decoder.*")
+
+    def new_parameter_names(self) -> list[str]:
+        """The parameters a sentence-level checkpoint lacks (the step-2 trainables)."""
+        return [n for n, _ in self.named_parameters() if n.startswith(NEW_PREFIX)]

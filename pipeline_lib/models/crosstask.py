@@ -1,0 +1,323 @@
+"""Cross-task pre-training: Chen et al. (2021), "Breaking the Corpus Bottleneck for Context-Aware
+Neural Machine Translation with Cross-Task Pre-training", ACL 2021
+(https://aclanthology.org/2021.acl-long.222/).
+
+One model learns two tasks at once (paper Sec. 3): (a) sentence-level translation on sentence
+pairs and (b) document restoration on source-side monolingual documents noised by CA-GSR /
+CA-MSR (pipeline_lib/noise.py), then is fine-tuned on the parallel documents with sentence- and
+document-level batches alternating. The architecture (paper Sec. 2) adds to the Transformer a
+**global context encoder** and a **gate** on the encoder output::
+
+    sentence encoder (N layers):    self_attn -> ffn                    -> H (B, S, d)
+    global context encoder (N_g):   self_attn* -> sent_repr -> global_attn -> ffn*   -> G (B, S, d)
+    gate (Eq. 6-7):                 H' = lambda * H + (1 - lambda) * G,
+                                    lambda = sigmoid([H; G] W_g)
+    decoder (M layers):             unchanged, attends to H'
+
+``*`` = the very modules of sentence-encoder layer l (shared parameters, not copies). Per global
+layer l, over the word states B_j (L, d) of every sentence j of the document (Eq. 1-5):
+
+* Eq. 1: ``B_j = SelfAttn_l(X_j)`` word level, inside each sentence (shared with encoder layer l);
+* Eq. 2-3: sentence representation ``alpha_j = softmax(w_2 tanh(W_1 B_j^T))`` (1, L),
+  ``c_j = alpha_j B_j`` (1, d) -- no residual, no layer norm (the sub-layer only *produces* the
+  document memory ``C = [c_1; ...; c_D]`` (D, d), the word states pass through unchanged);
+* Eq. 4: global context attention ``A_j = LN(B_j + MultiHead(B_j, C, C))``: every word attends
+  to the stacked sentence vectors of its document (a new residual sub-layer);
+* Eq. 5: ``FFN_l`` (shared with encoder layer l).
+
+Sentence-level input (no ``doc_src``) turns the global encoder and the gate off: H' = H, exactly
+the sentence-level Transformer with the same weights (the paper's "translate sentences" mode).
+
+Choices the paper leaves open (all recorded here):
+
+* The global context encoder reads the sqrt(d)-scaled shared embeddings of each sentence, with
+  positions restarting at 0 in every sentence (as the sentence encoder), and its layer l shares
+  encoder layer l's self-attention and FFN sub-layers (residual + LayerNorm included); the first
+  N_g encoder layers are shared. Sentence vectors are taken after the (shared) self-attention.
+* The current sentence. G must be aligned word by word with H, so the sentence being translated
+  is ``batch.src`` itself, run through the global encoder as one more query sentence that
+  attends to its document's sentence vectors; its own vector in C comes from its entry in
+  ``doc_src`` (for translation the same sentence, so the two are identical; for CA-GSR the
+  document holds only ``<mask1>`` at the gap, so the gap sentence never leaks into the context,
+  as pipeline_lib/noise.py specifies). Hence the model does not need the index of the current
+  sentence, and several rows can share one encoded document (``doc_index``).
+* W_1 is (d_a, d) with d_a = ``repr_dim`` (default d), w_2 is (1, d_a), both bias-free as in
+  Eq. 2; padded words get alpha = 0. W_g is a bias-free (2d, d) matrix: an element-wise gate.
+* Pre-norm (``norm_first``): the global encoder ends with its own LayerNorm (new parameter), like
+  the sentence encoder. Post-norm (the paper): none.
+* Language tags (pipeline_lib.constants.lang_tag): every source and target sentence starts with
+  the tag of the task's *output* language -- ``<2en>`` for Es->En translation, ``<2es>`` for
+  restoring Spanish documents -- so the encoder knows the task and the decoder's first token is
+  determined (see "Data").
+
+Data
+----
+Sentence-level batches (pre-training task (a), fine-tuning sentence batches, sentence-mode
+inference): ``batch.src`` (B, S), ``tgt_in`` / ``tgt_out`` (B, T) as for the baseline, no
+``extra`` keys. Document-level batches (restoration task (b), fine-tuning document batches,
+document-mode inference) add:
+
+``extra["doc_src"]`` (N, D, L) long: N (sub-)documents of at most ``max_sentences`` source
+sentences, each sentence ``[tag] + ids + [EOS]`` right-padded with PAD_ID to L; documents with
+fewer than D sentences are padded with all-PAD rows. Every document has >= 1 sentence.
+``extra["doc_index"]`` (B,) long, optional: row b's document is ``doc_src[doc_index[b]]``; when
+absent, N must equal B and row b reads document b. Rows of the same sub-document share one entry
+(the global encoder then runs once per document, not once per sentence).
+``extra["doc_pos"]`` is not read (the current sentence is ``src``; see above).
+
+:func:`document_extra` builds these tensors from id lists. What goes into them:
+
+* restoration (restore shards, RESTORE_SCHEMA): ``src = [<2src>] + src_ids + [EOS]``,
+  ``tgt_in = [BOS, <2src>] + tgt_ids``, ``tgt_out = [<2src>] + tgt_ids + [EOS]``;
+  ``doc_src`` = the ``[<2src>] + ctx_ids + [EOS]`` of every row of the sub-document, in order;
+* translation: ``src = [<2tgt>] + src_ids + [EOS]``, ``tgt_in = [BOS, <2tgt>] + tgt_ids``,
+  ``tgt_out = [<2tgt>] + tgt_ids + [EOS]``; document-level: ``doc_src`` = the tagged source
+  sentences of the row's sub-document. Long documents are cut into sub-documents of at most
+  ``max_sentences`` sentences with pipeline_lib.noise.split_document (balanced sizes, the split
+  the restoration data uses).
+
+Hypotheses begin with the target tag piece; the decoder strips that first token before
+detokenising.
+
+Training and inference
+----------------------
+Pre-training: :func:`task_schedule` (step, ``pretrain_doc_ratio``) says whether step ``step``
+takes a translation batch (``Phase.SENTENCE``) or a restoration batch (``Phase.DOCUMENT``);
+0.5 alternates strictly, as in the paper. Fine-tuning (all parameters, from the pre-trained
+checkpoint via ``train.init_from``): :func:`task_schedule` with ``finetune_doc_ratio`` alternates
+sentence-level and document-level batches of the parallel documents. Inference has two modes,
+both reported: **sentence** (plain sentence batches, gate off) and **document** (``doc_src`` =
+the source sub-document; no target history, so ``needs_history = False`` and sentences may be
+translated in any order).
+
+The paper trains every parameter in both stages (no freezing). For a two-step comparison with
+the other models, :meth:`CrossTaskTransformer.sentence_level_prefixes` gives ``train.freeze``
+patterns matching exactly the baseline Transformer's parameters (this freezes the shared
+self-attention/FFN of the global encoder as well) and
+:meth:`CrossTaskTransformer.new_parameter_names` the parameters a baseline checkpoint lacks.
+
+Extras (``ModelConfig.extras``)
+-------------------------------
+``global_layers`` (int | null, null): N_g, layers of the global context encoder, sharing the first
+N_g sentence-encoder layers; null = every encoder layer (N_g = N). Must be 1..enc_layers.
+``repr_dim`` (int | null, null): d_a of W_1 in Eq. 2; null = d_model.
+``max_sentences`` (int, 30): sub-document size for document-level fine-tuning and inference
+(the paper's 30; read by the loader and the decoder, stored so a checkpoint says it).
+``pretrain_doc_ratio`` (float, 0.5): share of restoration batches in pre-training.
+``finetune_doc_ratio`` (float, 0.5): share of document-level batches in fine-tuning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import EOS_ID, PAD_ID
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, LayerContext, Memory,
+                                        SubLayer)
+from pipeline_lib.models.transformer import EncoderOut, Transformer
+
+DOC_SRC = "doc_src"             # batch.extra key: (N, D, L) sentences of the (sub-)documents
+DOC_INDEX = "doc_index"         # batch.extra key: (B,) document of each row (optional)
+GLOBAL_MEMORY = "global"        # the stacked sentence vectors C of a row's document
+GLOBAL_ATTN = "global_attn"     # module/block name of the global context attention sub-layers
+NEW_MODULES = ("sent_repr", GLOBAL_ATTN, "global_norm", "global_gate")
+
+
+class Phase(str, Enum):
+    """Which kind of batch a training step takes."""
+
+    SENTENCE = "sentence"    # pre-training: translation pairs; fine-tuning: sentence pairs
+    DOCUMENT = "document"    # pre-training: restoration instances; fine-tuning: document batches
+
+
+def task_schedule(step: int, doc_ratio: float) -> Phase:
+    """Phase of training step ``step`` (0-based) when a share ``doc_ratio`` of steps are document-level.
+
+    Steps interleave evenly and deterministically (no RNG, so resuming at a step continues the
+    same schedule): step s is DOCUMENT iff ``floor((s+1) r) > floor(s r)``, so every prefix of n
+    steps has exactly ``floor(n r)`` document steps; r = 0.5 alternates S, D, S, D, ...
+    """
+    if not 0.0 <= doc_ratio <= 1.0:
+        raise ValueError(f"crosstask: doc_ratio={doc_ratio} must lie in [0, 1]")
+    if step < 0:
+        raise ValueError(f"crosstask: step={step} must be >= 0")
+    eps = 1e-9   # 3 * (1/3) must count as 1
+    return (Phase.DOCUMENT if math.floor((step + 1) * doc_ratio + eps) > math.floor(step * doc_ratio + eps)
+            else Phase.SENTENCE)
+
+
+def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequence[int],
+                   prefix: Sequence[int] = (), device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """``extra`` entries for a document-level batch (the "Data" layout).
+
+    :param documents: N documents, each a list of sentences (ids without tag and EOS).
+    :param doc_index: (B,) the document of each batch row.
+    :param prefix: ids put before every sentence (the language tag).
+    :returns: ``{"doc_src": (N, D, L), "doc_index": (B,)}`` long tensors.
+    """
+    if not documents or any(len(d) == 0 for d in documents):
+        raise ValueError("crosstask: every document needs at least one sentence")
+    if any(not 0 <= i < len(documents) for i in doc_index):
+        raise ValueError(f"crosstask: doc_index {list(doc_index)} outside 0..{len(documents) - 1}")
+    sents = [[list(prefix) + list(s) + [EOS_ID] for s in d] for d in documents]
+    D = max(len(d) for d in sents)
+    L = max(len(s) for d in sents for s in d)
+    doc = torch.full((len(sents), D, L), PAD_ID, dtype=torch.long)
+    for n, d in enumerate(sents):
+        for j, s in enumerate(d):
+            doc[n, j, :len(s)] = torch.tensor(s, dtype=torch.long)
+    index = torch.tensor(list(doc_index), dtype=torch.long)
+    return {DOC_SRC: doc.to(device), DOC_INDEX: index.to(device)}
+
+
+@dataclass(frozen=True)
+class CrossTaskConfig:
+    """The ``extras`` this model reads (module docstring); unknown keys are an error (typos)."""
+
+    global_layers: int | None = None
+    repr_dim: int | None = None
+    max_sentences: int = 30
+    pretrain_doc_ratio: float = 0.5
+    finetune_doc_ratio: float = 0.5
+
+    @classmethod
+    def from_extras(cls, extras: dict[str, Any], enc_layers: int) -> "CrossTaskConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(extras) - known)
+        if unknown:
+            raise ValueError(f"crosstask: unknown extras {unknown}; known keys are {sorted(known)}")
+        c = cls(**extras)
+        n_g = c.n_global(enc_layers)
+        if not 1 <= n_g <= enc_layers:
+            raise ValueError(f"crosstask: global_layers={n_g} must be in 1..enc_layers={enc_layers} "
+                             "(each global layer shares one sentence-encoder layer)")
+        if c.repr_dim is not None and c.repr_dim < 1:
+            raise ValueError(f"crosstask: repr_dim={c.repr_dim} must be >= 1")
+        if c.max_sentences < 1:
+            raise ValueError(f"crosstask: max_sentences={c.max_sentences} must be >= 1")
+        for name in ("pretrain_doc_ratio", "finetune_doc_ratio"):
+            if not 0.0 <= getattr(c, name) <= 1.0:
+                raise ValueError(f"crosstask: {name}={getattr(c, name)} must lie in [0, 1]")
+        return c
+
+    def n_global(self, enc_layers: int) -> int:
+        return enc_layers if self.global_layers is None else self.global_layers
+
+
+class SentenceRepresentation(nn.Module):
+    """Eq. 2-3: attentive pooling of a sentence's word states into one vector."""
+
+    def __init__(self, d_model: int, d_attn: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_attn, bias=False)   # W_1 (d_a, d)
+        self.w2 = nn.Linear(d_attn, 1, bias=False)         # w_2 (1, d_a)
+
+    def forward(self, b: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """:param b: (R, L, d) word states. :param mask: (R, L) bool, True = word; every row has one.
+        :returns: c (R, d)."""
+        scores = self.w2(torch.tanh(self.w1(b))).squeeze(-1)              # (R, L)
+        alpha = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)   # Eq. 2
+        return torch.einsum("rl,rld->rd", alpha, b)                       # Eq. 3: c = alpha B
+
+
+class GlobalContextGate(nn.Module):
+    """Eq. 7: ``lambda = sigmoid([H; G] W_g)``, element-wise, W_g (2d, d) bias-free."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.w_g = nn.Linear(2 * d_model, d_model, bias=False)
+
+    def forward(self, h: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """:param h: (B, S, d) sentence encoder output. :param g: (B, S, d) global context.
+        :returns: lambda (B, S, d) in [0, 1]."""
+        return torch.sigmoid(self.w_g(torch.cat([h, g], dim=-1)))
+
+
+class CrossTaskTransformer(Transformer):
+    """Transformer + global context encoder (shared sub-layers) + gate (Chen et al. 2021)."""
+
+    needs_history = False   # document mode reads the *source* document only
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.xt = CrossTaskConfig.from_extras(cfg.extras, cfg.enc_layers)
+        d, n_g = cfg.d_model, self.xt.n_global(cfg.enc_layers)
+        self.sent_repr = nn.ModuleList(
+            SentenceRepresentation(d, self.xt.repr_dim or d) for _ in range(n_g))
+        self.global_attn = nn.ModuleList(
+            SubLayer(Attention(d, cfg.n_heads, cfg.dropout, AttnKind.CROSS, memory=GLOBAL_MEMORY),
+                     d, cfg.dropout, cfg.norm_first) for _ in range(n_g))
+        for block in self.global_attn:
+            block.name = GLOBAL_ATTN
+        self.global_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        self.global_gate = GlobalContextGate(d)
+        self.reset_parameters()   # the base class initialised before the new modules existed
+
+    @property
+    def max_sentences(self) -> int:
+        """Sub-document size the loader and decoder use for document-level input."""
+        return self.xt.max_sentences
+
+    def global_context(self, batch: Batch) -> torch.Tensor:
+        """Global context encoder (Eq. 1-5): (B, S, d) states G of ``batch.src`` in its document."""
+        doc = batch.extra[DOC_SRC]                                        # (N, D, L)
+        N, D, L = doc.shape
+        B, S = batch.src.shape
+        index = batch.extra.get(DOC_INDEX)
+        if index is None:
+            if N != B:
+                raise ValueError(f"crosstask: doc_src holds {N} documents for {B} rows and no doc_index")
+            index = torch.arange(B, device=doc.device)
+        sent_mask = doc.ne(PAD_ID).any(-1)                                # (N, D) real sentences
+        if not bool(sent_mask.any(-1).all()):
+            raise ValueError("crosstask: a document in doc_src has no sentence")
+        real = sent_mask.view(-1).nonzero().squeeze(1)                    # (R,) flat n*D + j
+        R, W = real.numel(), max(L, S)
+        # Word-level rows: the R document sentences, then the B current sentences (queries only).
+        words = torch.cat([F.pad(doc.view(N * D, L).index_select(0, real), (0, W - L), value=PAD_ID),
+                           F.pad(batch.src, (0, W - S), value=PAD_ID)])   # (R + B, W)
+        row_doc = torch.cat([torch.div(real, D, rounding_mode="floor"), index])   # (R + B,)
+        word_mask = words.ne(PAD_ID)                                      # (R + B, W)
+        wctx = LayerContext(self_mask=word_mask, extra=batch.extra)
+        x = self.embed_tokens(self.embed, words)                          # (R + B, W, d)
+        for layer, repr_, gattn in zip(self.encoder, self.sent_repr, self.global_attn):
+            x = layer.blocks["self_attn"](x, wctx, None)                  # Eq. 1 (shared)
+            c = repr_(x[:R], word_mask[:R])                               # Eq. 2-3: (R, d)
+            C = x.new_zeros(N * D, x.size(-1)).index_copy(0, real, c.to(x.dtype)).view(N, D, -1)
+            gctx = LayerContext(self_mask=word_mask, extra=batch.extra,
+                                memories={GLOBAL_MEMORY: Memory(C, sent_mask).index_select(row_doc)})
+            x = gattn(x, gctx, None)                                      # Eq. 4: words -> C
+            x = layer.blocks["ffn"](x, gctx, None)                        # Eq. 5 (shared)
+        return self.global_norm(x[R:, :S])                                # (B, S, d)
+
+    def encode(self, batch: Batch) -> EncoderOut:
+        """Sentence encoder; with ``doc_src`` also the global context encoder and the gate."""
+        enc = super().encode(batch)
+        if DOC_SRC not in batch.extra:
+            return enc                                                    # sentence mode: H' = H
+        h = enc.source                                                    # H (B, S, d)
+        g = self.global_context(batch)                                    # G (B, S, d)
+        lam = self.global_gate(h.states, g)                               # Eq. 7: lambda (B, S, d)
+        gated = Memory(lam * h.states + (1.0 - lam) * g, h.mask)          # Eq. 6: H'
+        return EncoderOut({**enc.memories, SOURCE_MEMORY: gated}, enc.extra)
+
+    # --- two-step comparison (the paper itself fine-tunes everything) -----------------------
+    @classmethod
+    def sentence_level_prefixes(cls) -> tuple[str, ...]:
+        """fnmatch patterns (``train.freeze``) matching exactly the baseline's parameters."""
+        return ("embed.*", "tgt_embed.*", "out_proj.*", "enc_norm.*", "dec_norm.*",
+                "encoder.*", "decoder.*")
+
+    def new_parameter_names(self) -> list[str]:
+        """Parameters a sentence-level checkpoint lacks (sentence representation, global
+        attention, global norm, gate)."""
+        return [n for n, _ in self.named_parameters() if n.split(".")[0] in NEW_MODULES]

@@ -1,0 +1,201 @@
+"""Training end to end on real shards: a copy task is learnt, kill -9 / SIGTERM and resume give
+bit-identical parameters, two-step hooks (init_from + freeze) and DDP over two CPU processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.data import DataPosition, LoaderConfig, TrainLoader
+from pipeline_lib.train import EXIT_REQUEUE, TrainConfig, run_record, same_run, train
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from test_data import write_corpus  # noqa: E402  (shared shard builder)
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"name": "transformer", "d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
+        "dec_layers": 1, "dropout": 0.1, "max_len": 64}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    shards, spm_model = write_corpus(root / "train")
+    dev, _ = write_corpus(root / "dev", n_rows=40, n_shards=1, seed=9, spm_model=spm_model)
+    return shards, dev, spm_model
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+def _cli(corpus, out: Path, train_cfg: dict) -> list[str]:
+    shards, dev, spm_model = corpus
+    cfg = json.dumps({"model": TINY, "train": train_cfg})
+    return ["-m", "pipeline_lib.train", "--config-json", cfg, "--shards", str(shards),
+            "--dev-shards", str(dev), "--spm", str(spm_model), "--out-dir", str(out)]
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_copy_task_learns_and_decodes(corpus, tmp_path):
+    from pipeline_lib.decode import BeamConfig, greedy_search
+
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    model = {**TINY, "d_model": 64, "n_heads": 4, "d_ff": 128, "enc_layers": 2, "dec_layers": 2,
+             "dropout": 0.0}
+    cfg = TrainConfig(max_tokens=500, max_steps=800, warmup=50, lr=5e-3, validate_every=400,
+                      save_every=400, log_every=50, average_last_k=2)
+    assert train(model, cfg, shards, dev, spm_model, tmp_path) == 0
+    m = _metrics(tmp_path)
+    tr = [r["loss"] for r in m if r["split"] == "train"]
+    assert tr[-1] < 0.5 * tr[0]
+    devm = [r for r in m if r["split"] == "dev"]
+    assert [r["step"] for r in devm] == [400, 800] and devm[-1]["bleu"] > 25
+    for name in ("best", "last", "averaged", "step-400", "step-800"):
+        assert ckpt.resolve_checkpoint(tmp_path / "checkpoints" / name), name
+    assert ckpt.read_config(tmp_path / "checkpoints" / "averaged")["train"]["averaged"] == [
+        "step-400", "step-800"]
+    assert (tmp_path / "tb").is_dir() and json.loads((tmp_path / "manifest.json").read_text())[
+        "counts"]["steps"] == 800
+    # greedy decoding with the best checkpoint copies most dev sentences exactly
+    net, _ = ckpt.load_model(tmp_path / "checkpoints" / "best")
+    batch = next(b for _, b in TrainLoader(dev, LoaderConfig(max_tokens=2000)).iterate(DataPosition()))
+    hyps = greedy_search(net, batch, BeamConfig(beam=1, greedy=True))
+    refs = [[t for t in row if t > 3] for row in batch.tgt_out.tolist()]
+    exact = sum(h[0].tokens == r for h, r in zip(hyps, refs))
+    assert exact >= 0.5 * len(refs), f"{exact}/{len(refs)} copied"
+
+    # two-step hooks: init from this checkpoint, freeze the encoder, train a few steps
+    two = tmp_path / "two_step"
+    cfg2 = TrainConfig(max_tokens=500, max_steps=5, warmup=1, lr=1e-3, validate_every=100,
+                       save_every=100, dev_bleu=False, init_from=str(tmp_path / "checkpoints/best"),
+                       freeze=("encoder.*",))
+    assert train(model, cfg2, shards, dev, spm_model, two) == 0
+    before, after = ckpt.load_state(tmp_path / "checkpoints/best"), ckpt.load_state(two / "checkpoints/last")
+    assert all(torch.equal(before[k], after[k]) for k in before if k.startswith("encoder."))
+    assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("decoder."))
+    man = json.loads((two / "manifest.json").read_text())
+    assert man["init_from"] == {"missing": [], "unexpected": []} and man["counts"]["frozen_parameters"] > 0
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    t = time.time()
+    while not path.exists():
+        assert proc.poll() is None, f"run ended (rc={proc.returncode}) before {path} appeared"
+        assert time.time() - t < timeout, f"timeout waiting for {path}"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_kill9_and_sigterm_resume_bit_identical(corpus, tmp_path):
+    train_cfg = {"max_tokens": 300, "max_steps": 150, "warmup": 20, "lr": 2e-3,
+                 "validate_every": 1000, "save_every": 10, "log_every": 10, "dev_bleu": False,
+                 "keep_last": 2}
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    subprocess.run([sys.executable, *_cli(corpus, ref, train_cfg)], env=_env(), check=True,
+                   capture_output=True)
+    # 1) SIGKILL after the step-20 checkpoint exists
+    p = subprocess.Popen([sys.executable, *_cli(corpus, run, train_cfg)], env=_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(run / "checkpoints" / "step-20", p)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    killed_at = ckpt.load_trainer_state(run / "checkpoints" / "last")["step"]
+    assert killed_at < 150
+    # 2) resume, then SIGTERM (SLURM pre-emption): it saves and exits EXIT_REQUEUE
+    p = subprocess.Popen([sys.executable, *_cli(corpus, run, train_cfg)], env=_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(run / "checkpoints" / f"step-{killed_at - killed_at % 10 + 30}", p)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    if p.returncode == 0:  # finished before the signal was handled: nothing left to test here
+        pytest.fail("run finished before SIGTERM; raise max_steps")
+    assert p.returncode == EXIT_REQUEUE, err
+    assert f"resumed from {run / 'checkpoints' / 'last'} at step {killed_at}" in err
+    termed_at = ckpt.load_trainer_state(run / "checkpoints" / "last")["step"]
+    assert killed_at < termed_at < 150
+    # 3) resume to the end
+    done = subprocess.run([sys.executable, *_cli(corpus, run, train_cfg)], env=_env(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    a = ckpt.load_state(ref / "checkpoints" / "last")
+    b = ckpt.load_state(run / "checkpoints" / "last")
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{k} differs by {(a[k] - b[k]).abs().max()}"
+    sa = ckpt.load_trainer_state(ref / "checkpoints" / "last")
+    sb = ckpt.load_trainer_state(run / "checkpoints" / "last")
+    assert sa["position"] == sb["position"] and sa["step"] == sb["step"] == 150
+    # metrics have one train record per logged step, no duplicates from the killed run
+    steps = [r["step"] for r in _metrics(run) if r["split"] == "train"]
+    assert steps == list(range(10, 151, 10))
+    assert len(list((run / "checkpoints").glob("step-*"))) == 2
+
+
+def _ddp_worker(rank: int, shards: str, port: int, out: str) -> None:
+    """Real gloo process group: each rank records which rows its loader yields."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    loader = TrainLoader(shards, LoaderConfig(max_tokens=300), dist.get_rank(), dist.get_world_size())
+    keys = [k for _, b in loader.iterate(DataPosition()) for k in zip(b.doc_id, b.sent_idx)]
+    gathered = [None, None]
+    dist.all_gather_object(gathered, keys)
+    if rank == 0:
+        Path(out).write_text(json.dumps(gathered))
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(corpus, tmp_path):
+    import torch.multiprocessing as mp
+
+    shards, _, _ = corpus
+    out = tmp_path / "keys.json"
+    mp.spawn(_ddp_worker, args=(str(shards), _free_port(), str(out)), nprocs=2)
+    k0, k1 = (set(map(tuple, k)) for k in json.loads(out.read_text()))
+    assert k0 and k1 and not k0 & k1 and len(k0 | k1) == 600
+    # the trainer itself under torchrun: two gloo processes train in lock-step
+    run = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), *_cli(corpus, run, {
+               "max_tokens": 300, "max_steps": 12, "warmup": 4, "validate_every": 6,
+               "save_every": 6, "log_every": 6, "dev_bleu": False})]
+    res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["world_size"] == 2 and man["counts"]["steps"] == 12
+    assert [r["step"] for r in _metrics(run) if r["split"] == "dev"] == [6, 12]
+
+
+def test_resume_only_the_same_run():
+    cfg = TrainConfig(max_steps=10, lr=1e-3)
+    saved = {"model": dict(TINY), "train": run_record(cfg)}
+    assert same_run(saved, dict(TINY), TrainConfig(max_steps=50, lr=1e-3, validate_every=7))
+    assert not same_run(saved, dict(TINY), TrainConfig(max_steps=10, lr=2e-3))
+    assert not same_run(saved, {**TINY, "d_model": 64}, cfg)
+    other_code = {**saved, "train": {**saved["train"], "code_hash": "0" * 16}}
+    assert not same_run(other_code, dict(TINY), cfg)
+    with pytest.raises(ValueError, match="unknown train config keys"):
+        TrainConfig.from_dict({"corpus": "bible"})

@@ -1,0 +1,88 @@
+"""Checkpoint directories: atomic replacement, crash recovery, load_model, averaging, RNG."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.registry import build_model
+
+CFG = ModelConfig(vocab_size=20, d_model=16, n_heads=2, d_ff=32, enc_layers=1, dec_layers=1,
+                  dropout=0.0, max_len=32)
+
+
+def _state(value: float) -> dict[str, torch.Tensor]:
+    return {"w": torch.full((2, 2), value), "n": torch.tensor(7)}
+
+
+def test_save_replace_and_read(tmp_path):
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"spm-bytes")
+    d = tmp_path / "ck" / "last"
+    ckpt.save_checkpoint(d, _state(1.0), {"name": "x"}, {"lr": 1.0}, spm, {"step": 1})
+    ckpt.save_checkpoint(d, _state(2.0), {"name": "x"}, {"lr": 1.0}, spm, {"step": 2})
+    assert ckpt.load_state(d)["w"][0, 0] == 2.0
+    assert ckpt.load_trainer_state(d)["step"] == 2
+    assert (d / "spm.model").read_bytes() == b"spm-bytes"
+    meta = ckpt.read_config(d)
+    assert meta["model"] == {"name": "x"} and meta["train"] == {"lr": 1.0}
+    assert "git_revision" in meta and meta["format_version"] == ckpt.FORMAT_VERSION
+    # no temporary or backup directories are left behind
+    assert sorted(p.name for p in d.parent.iterdir()) == ["last"]
+
+
+def test_failed_write_leaves_old_checkpoint(tmp_path, monkeypatch):
+    d = tmp_path / "last"
+    ckpt.save_checkpoint(d, _state(1.0), {})
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt.yaml, "safe_dump", boom)
+    with pytest.raises(OSError):
+        ckpt.save_checkpoint(d, _state(2.0), {})
+    assert ckpt.load_state(ckpt.resolve_checkpoint(d))["w"][0, 0] == 1.0
+
+
+def test_crash_between_renames_is_recovered(tmp_path):
+    d = tmp_path / "last"
+    ckpt.save_checkpoint(d, _state(3.0), {})
+    os.replace(d, tmp_path / ".last.old")  # what a crash after the first rename leaves
+    assert ckpt.resolve_checkpoint(d) == d
+    assert ckpt.load_state(d)["w"][0, 0] == 3.0
+    assert ckpt.resolve_checkpoint(tmp_path / "missing") is None
+
+
+def test_load_model_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = build_model(CFG)
+    ckpt.save_checkpoint(tmp_path / "best", model.state_dict(), CFG.to_dict())
+    loaded, cfg = ckpt.load_model(tmp_path / "best")
+    assert cfg == CFG and not loaded.training
+    for (k, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), k
+
+
+def test_average_states(tmp_path):
+    paths = []
+    for i, v in enumerate([1.0, 2.0, 6.0]):
+        paths.append(ckpt.save_checkpoint(tmp_path / f"step-{i}", _state(v), {}))
+    avg = ckpt.average_states(paths)
+    assert torch.allclose(avg["w"], torch.full((2, 2), 3.0)) and int(avg["n"]) == 7
+    ckpt.save_checkpoint(tmp_path / "odd", {"v": torch.zeros(1)}, {})
+    with pytest.raises(ValueError, match="different parameter names"):
+        ckpt.average_states([paths[0], tmp_path / "odd"])
+
+
+def test_rng_state_round_trip():
+    state = ckpt.rng_state()
+    a = (random.random(), np.random.rand(), torch.rand(1))
+    ckpt.set_rng_state(state)
+    b = (random.random(), np.random.rand(), torch.rand(1))
+    assert a[:2] == b[:2] and torch.equal(a[2], b[2])
