@@ -22,6 +22,17 @@ def lang_tag(lang: str) -> str:
     return f"<2{lang}>"
 
 
+class DataMode(str, Enum):
+    """What a model reads besides the sentence pair, so the trainer and decoder pick the loader:
+    SENTENCE (transformer, dbsa), CONTEXT (previous source sentences: doct, camn), STREAM
+    (document streams across batches: cache), DOCUMENT (whole sub-documents: crosstask)."""
+
+    SENTENCE = "sentence"
+    CONTEXT = "context"
+    STREAM = "stream"
+    DOCUMENT = "document"
+
+
 class Split(str, Enum):
     TRAIN = "train"
     DEV = "dev"

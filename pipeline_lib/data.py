@@ -12,6 +12,24 @@ Why this shape:
 - *Resumable*: the order depends only on (seed, epoch, rank, world size, workers); a checkpoint
   stores ``DataPosition(epoch, batches)`` and ``TrainLoader.iterate(position)`` skips exactly the
   batches already consumed (it re-reads and re-batches them but never trains on them).
+
+Data modes (``LoaderConfig.context.mode``, from the model's ``data_mode``; see
+pipeline_lib/context.py for the context layouts):
+
+- SENTENCE: rows of row groups, as above (doc shards work too: rows are rows).
+- CONTEXT: the work unit is a whole doc shard (documents are never split across shards, so
+  every row's previous sentences are in its unit); each row gets its ``ctx_src`` /
+  ``ctx_sents`` from the previous rows of its document, then rows are bucketed as above.
+- STREAM: per work unit, the documents (shuffled with seed + epoch) are dealt to B lanes, B =
+  ``max_tokens`` / average padded row length of the unit; batch t holds the t-th sentence of
+  every lane that has one, ``extra["doc_start"]`` marking first sentences, so row b of
+  consecutive batches continues one document. B shrinks only at a unit's tail (the cache model
+  then starts fresh streams). DataLoader workers would interleave lanes of different workers,
+  so this mode always reads in the main process (``num_workers`` is ignored).
+- DOCUMENT: whole sub-documents (``split_document`` into at most ``max_sentences``) packed by
+  tokens; every sentence tagged with the output-language tag; ``extra["doc_src"]`` /
+  ``extra["doc_index"]``. Restoration shards (a ``ctx_ids`` column) give restoration batches
+  (tag of the source language, document input = the ``ctx_ids``).
 """
 
 from __future__ import annotations
@@ -26,11 +44,15 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_START, PAD_ID, DataMode
+from pipeline_lib.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.noise import split_document
 
 SHARD_GLOB = "shard-*.parquet"
 _COLUMNS = ("doc_id", "sent_idx", "src_ids", "tgt_ids")
 _HEAD_COLUMNS = ("src_heads", "tgt_heads")
+_RESTORE_COLUMN = "ctx_ids"    # restoration shards (pipeline_lib.noise.RESTORE_SCHEMA)
+_DOC_SENT = "doc_sent"         # row key: the row's sentence as it appears in doc_src
 
 
 @dataclass(frozen=True)
@@ -44,6 +66,7 @@ class LoaderConfig:
     max_len: int = 1024
     num_workers: int = 0
     with_heads: bool = False
+    context: ContextSpec = ContextSpec()
 
 
 @dataclass(frozen=True)
@@ -63,7 +86,8 @@ class DataPosition:
 
 @dataclass(frozen=True)
 class WorkUnit:
-    """One row group of one shard, or every ``nparts``-th row of it starting at ``part``."""
+    """One row group of one shard, or every ``nparts``-th row of it starting at ``part``;
+    ``row_group = -1``: the whole shard, split by documents (every ``nparts``-th document)."""
 
     path: str
     row_group: int
@@ -78,37 +102,84 @@ def shard_files(directory: str | Path) -> list[Path]:
     return files
 
 
-def work_units(files: list[Path], num_streams: int) -> list[WorkUnit]:
-    """Row groups of all shards; split into interleaved parts when there are fewer row groups
-    than streams, so that no DDP rank or worker is left without data."""
+def work_units(files: list[Path], num_streams: int, whole_files: bool = False) -> list[WorkUnit]:
+    """Row groups of all shards (or whole shards, for the document modes); split into
+    interleaved parts when there are fewer units than streams, so that no DDP rank or worker is
+    left without data."""
     groups = []
     for f in files:
         try:
             n = pq.ParquetFile(f).metadata.num_row_groups
         except Exception as e:  # pyarrow raises several types for a damaged file
             raise ValueError(f"{f}: cannot read Parquet metadata: {e}") from e
-        groups.extend((str(f), g) for g in range(n))
+        groups.extend([(str(f), -1)] if whole_files else [(str(f), g) for g in range(n)])
     nparts = max(1, -(-num_streams // max(1, len(groups))))
     return [WorkUnit(p, g, k, nparts) for p, g in groups for k in range(nparts)]
 
 
 def read_unit(unit: WorkUnit, with_heads: bool) -> list[dict]:
-    """Rows of a work unit as dicts (only the columns batching needs)."""
+    """Rows of a row-group work unit as dicts (only the columns batching needs)."""
     pf = pq.ParquetFile(unit.path)
-    names = set(pf.schema_arrow.names)
-    cols = [c for c in _COLUMNS if c in names]
-    if with_heads:
-        cols += [c for c in _HEAD_COLUMNS if c in names]
-    missing = {"src_ids", "tgt_ids"} - set(cols)
-    if missing:
-        raise ValueError(f"{unit.path}: missing columns {sorted(missing)}")
+    try:
+        cols = _columns(pf, with_heads)
+    except ValueError as e:
+        raise ValueError(f"{unit.path}: {e}") from None
     rows = pf.read_row_group(unit.row_group, columns=cols).to_pylist()
     return rows[unit.part :: unit.nparts]
 
 
+def _columns(pf: pq.ParquetFile, with_heads: bool) -> list[str]:
+    names = set(pf.schema_arrow.names)
+    cols = [c for c in _COLUMNS if c in names]
+    if with_heads:
+        cols += [c for c in _HEAD_COLUMNS if c in names]
+    if _RESTORE_COLUMN in names:
+        cols.append(_RESTORE_COLUMN)
+    missing = {"src_ids", "tgt_ids"} - set(cols)
+    if missing:
+        raise ValueError(f"missing columns {sorted(missing)}")
+    return cols
+
+
+def read_documents(unit: WorkUnit, with_heads: bool) -> list[list[dict]]:
+    """Documents (rows in shard order, grouped by consecutive ``doc_id``) of a whole-shard unit,
+    every ``nparts``-th document from ``part``. Doc and restore shards keep a document's rows
+    contiguous and in order and never split it across shards."""
+    pf = pq.ParquetFile(unit.path)
+    try:
+        cols = _columns(pf, with_heads)
+    except ValueError as e:
+        raise ValueError(f"{unit.path}: {e}") from None
+    docs: list[list[dict]] = []
+    for row in pf.read(columns=cols).to_pylist():
+        if docs and docs[-1][0]["doc_id"] == row["doc_id"]:
+            docs[-1].append(row)
+        else:
+            docs.append([row])
+    return docs[unit.part :: unit.nparts]
+
+
 def _row_len(row: dict) -> int:
-    """Padded length a row needs: the longer of src+EOS and BOS+tgt."""
-    return max(len(row["src_ids"]), len(row["tgt_ids"])) + 1
+    """Padded length a row needs: the longer of src+EOS, BOS+tgt and its context."""
+    n = max(len(row["src_ids"]), len(row["tgt_ids"])) + 1
+    ctx = row.get(CTX_KEY)
+    if ctx:
+        n = max(n, max(len(c) for c in ctx) if isinstance(ctx[0], list) else len(ctx))
+    return n
+
+
+def prepare(row: dict, spec: ContextSpec) -> dict:
+    """Cross-task rows get their language tag (``src_ids``, ``tgt_ids`` and the sentence as the
+    document input sees it); other modes use rows as read. Restoration rows (``ctx_ids``) take
+    the tag of the language they restore (the source language), translation rows the target's."""
+    if not spec.tags:
+        return row
+    restore = row.get(_RESTORE_COLUMN) is not None
+    tag = spec.special.src_tag if restore else spec.special.tgt_tag
+    row["src_ids"] = tagged(row["src_ids"], tag)
+    row["tgt_ids"] = tagged(row["tgt_ids"], tag)
+    row[_DOC_SENT] = tagged(row[_RESTORE_COLUMN], tag) if restore else row["src_ids"]
+    return row
 
 
 def _usable(row: dict, max_len: int) -> bool:
@@ -145,11 +216,12 @@ def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
     return out
 
 
-def collate(rows: list[dict]) -> Batch:
+def collate(rows: list[dict], spec: ContextSpec = ContextSpec()) -> Batch:
     """Rows -> ``Batch``: src = x + EOS, tgt_in = BOS + y, tgt_out = y + EOS (PAD_ID padded).
 
     Heads (when read) are padded with -1; ``tgt_heads`` gets a leading -1 for the BOS position so
-    it is aligned to ``tgt_in`` (values are the shard's, unchanged)."""
+    it is aligned to ``tgt_in`` (values are the shard's, unchanged). Rows with a context
+    (CONTEXT mode) add ``ctx_src`` or ``extra["ctx_sents"]``."""
     src = _pad([list(r["src_ids"]) + [EOS_ID] for r in rows], PAD_ID)
     tgt_in = _pad([[BOS_ID] + list(r["tgt_ids"]) for r in rows], PAD_ID)
     tgt_out = _pad([list(r["tgt_ids"]) + [EOS_ID] for r in rows], PAD_ID)
@@ -159,7 +231,81 @@ def collate(rows: list[dict]) -> Batch:
         b.src_heads = _pad([list(r["src_heads"]) + [-1] for r in rows], -1)
     if rows and "tgt_heads" in rows[0] and all(r["tgt_heads"] is not None for r in rows):
         b.tgt_heads = _pad([[-1] + list(r["tgt_heads"]) for r in rows], -1)
+    if rows and CTX_KEY in rows[0]:
+        b.ctx_src, extra = context_tensors(rows, spec)
+        b.extra.update(extra)
     return b
+
+
+def collate_documents(subdocs: list[list[dict]]) -> Batch:
+    """Sub-documents -> a cross-task document-level ``Batch``: the rows of every sub-document,
+    with ``extra["doc_src"]`` (its sentences) and ``extra["doc_index"]`` (each row's entry)."""
+    from pipeline_lib.models.crosstask import document_extra
+
+    rows = [r for d in subdocs for r in d]
+    b = collate(rows)
+    b.extra.update(document_extra([[r[_DOC_SENT] for r in d] for d in subdocs],
+                                  [n for n, d in enumerate(subdocs) for _ in d]))
+    return b
+
+
+def collate_stream(lanes: list[list[tuple[bool, dict]]], t: int) -> Batch:
+    """Batch ``t`` of a set of document lanes: the t-th (doc_start, row) of every lane that has
+    one, lanes in a fixed order (so row b stays one lane while B is unchanged)."""
+    items = [lane[t] for lane in lanes if len(lane) > t]
+    b = collate([r for _, r in items])
+    b.extra[EXTRA_DOC_START] = torch.tensor([s for s, _ in items], dtype=torch.bool)
+    return b
+
+
+def stream_lanes(docs: list[list[dict]], max_tokens: int) -> list[list[tuple[bool, dict]]]:
+    """Deal documents (in the given order) to B lanes, each to the lane with the fewest
+    sentences so lanes end together; B = max_tokens / average padded row length."""
+    n_rows = sum(len(d) for d in docs)
+    if not n_rows:
+        return []
+    avg = sum(_row_len(r) for d in docs for r in d) / n_rows
+    B = max(1, min(len(docs), int(max_tokens // max(avg, 1.0))))
+    lanes: list[list[tuple[bool, dict]]] = [[] for _ in range(B)]
+    for d in docs:
+        lane = min(lanes, key=len)
+        lane.extend((i == 0, r) for i, r in enumerate(d))
+    return lanes
+
+
+def pack_documents(subdocs: list[list[dict]], max_tokens: int) -> list[list[list[dict]]]:
+    """Cut sub-documents (kept whole) into batches with rows * max row length <= max_tokens
+    (a sub-document over the budget forms a batch of its own), similar sizes together."""
+    order = sorted(subdocs, key=lambda d: (max(_row_len(r) for r in d), len(d)))
+    batches: list[list[list[dict]]] = []
+    cur: list[list[dict]] = []
+    rows = width = 0
+    for d in order:
+        w = max(_row_len(r) for r in d)
+        if cur and max(width, w) * (rows + len(d)) > max_tokens:
+            batches.append(cur)
+            cur, rows, width = [], 0, 0
+        cur.append(d)
+        rows += len(d)
+        width = max(width, w)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def _document_rows(docs: list[list[dict]], cfg: LoaderConfig) -> list[list[dict]]:
+    """Documents with their unusable rows dropped (and context added in CONTEXT mode; the
+    context of a row is its previous *usable* rows, which is what decoding sees too)."""
+    kept = [[r for r in (prepare(x, cfg.context) for x in d) if _usable(r, cfg.max_len)]
+            for d in docs]
+    kept = [d for d in kept if d]
+    if cfg.context.mode is DataMode.CONTEXT:
+        add_context(kept, cfg.context, cfg.max_len, cfg.seed)
+    return kept
+
+
+def _subdocuments(docs: list[list[dict]], max_sentences: int) -> list[list[dict]]:
+    return [d[a:b] for d in docs for a, b in split_document(len(d), max_sentences)]
 
 
 class ShardStream(IterableDataset):
@@ -179,7 +325,7 @@ class ShardStream(IterableDataset):
     def stream_units(self, worker_id: int, num_workers: int) -> list[WorkUnit]:
         """The work units of stream ``rank * num_workers + worker_id`` in this epoch's order."""
         n_streams = self.world_size * num_workers
-        units = work_units(self.files, n_streams)
+        units = work_units(self.files, n_streams, self.cfg.context.mode is not DataMode.SENTENCE)
         random.Random(self.cfg.seed * 1_000_003 + self.epoch).shuffle(units)
         return units[self.rank * num_workers + worker_id :: n_streams]
 
@@ -188,11 +334,34 @@ class ShardStream(IterableDataset):
         worker_id, num_workers = (info.id, info.num_workers) if info else (0, 1)
         stream = self.rank * num_workers + worker_id
         rng = random.Random((self.cfg.seed * 1_000_003 + self.epoch) * 10_007 + stream)
+        mode = self.cfg.context.mode
+        units = self.stream_units(worker_id, num_workers)
+        if mode is DataMode.STREAM:
+            for unit in units:
+                docs = _document_rows(read_documents(unit, self.cfg.with_heads), self.cfg)
+                rng.shuffle(docs)
+                lanes = stream_lanes(docs, self.cfg.max_tokens)
+                for t in range(max((len(lane) for lane in lanes), default=0)):
+                    yield collate_stream(lanes, t)
+            return
+        if mode is DataMode.DOCUMENT:
+            for unit in units:
+                docs = _document_rows(read_documents(unit, self.cfg.with_heads), self.cfg)
+                batches = pack_documents(_subdocuments(docs, self.cfg.context.max_sentences),
+                                         self.cfg.max_tokens)
+                rng.shuffle(batches)
+                yield from (collate_documents(b) for b in batches)
+            return
         buffer: list[dict] = []
-        for unit in self.stream_units(worker_id, num_workers):
-            for row in read_unit(unit, self.cfg.with_heads):
-                if not _usable(row, self.cfg.max_len):
-                    continue
+        for unit in units:
+            if mode is DataMode.CONTEXT:
+                rows = [r for d in _document_rows(read_documents(unit, self.cfg.with_heads), self.cfg)
+                        for r in d]
+            else:
+                rows = [r for r in (prepare(x, self.cfg.context)
+                                    for x in read_unit(unit, self.cfg.with_heads))
+                        if _usable(r, self.cfg.max_len)]
+            for row in rows:
                 buffer.append(row)
                 if len(buffer) >= self.cfg.buffer_sents:
                     yield from self._flush(buffer, rng)
@@ -204,7 +373,7 @@ class ShardStream(IterableDataset):
         batches = pack_by_tokens(buffer, self.cfg.max_tokens)
         rng.shuffle(batches)
         for rows in batches:
-            yield collate(rows)
+            yield collate(rows, self.cfg.context)
 
 
 class TrainLoader:
@@ -225,7 +394,8 @@ class TrainLoader:
         # A private generator: DataLoader draws a base seed per iterator, which would otherwise
         # come from the global torch RNG and shift dropout masks between a resumed run and an
         # uninterrupted one.
-        loader = DataLoader(self.dataset, batch_size=None, num_workers=self.cfg.num_workers,
+        workers = 0 if self.cfg.context.mode is DataMode.STREAM else self.cfg.num_workers
+        loader = DataLoader(self.dataset, batch_size=None, num_workers=workers,
                             persistent_workers=False,
                             generator=torch.Generator().manual_seed(self.cfg.seed + position.epoch))
         for i, batch in enumerate(loader):
@@ -234,12 +404,33 @@ class TrainLoader:
             yield DataPosition(position.epoch, i + 1), batch
 
 
-def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024) -> list[Batch]:
-    """All rows of a dev split, batched by length in a fixed order (no shuffling, nothing
-    dropped except pairs longer than ``max_len``). Dev sets are small enough to hold."""
-    rows = []
+def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
+                context: ContextSpec = ContextSpec(), seed: int = 1) -> list[Batch]:
+    """All rows of a dev split, batched the way ``context.mode`` trains, in a fixed order (no
+    shuffling, nothing dropped except pairs longer than ``max_len``). Dev sets are small enough
+    to hold. STREAM: lanes over the documents in file order."""
+    cfg = LoaderConfig(max_tokens=max_tokens, max_len=max_len, context=context, seed=seed)
+    if context.mode is DataMode.SENTENCE:
+        rows = []
+        for f in shard_files(directory):
+            pf = pq.ParquetFile(f)
+            for g in range(pf.metadata.num_row_groups):
+                rows.extend(r for r in (prepare(x, context) for x in read_unit(WorkUnit(str(f), g), False))
+                            if _usable(r, max_len))
+        return [collate(b) for b in pack_by_tokens(rows, max_tokens)]
+    docs: list[list[dict]] = []
     for f in shard_files(directory):
-        pf = pq.ParquetFile(f)
-        for g in range(pf.metadata.num_row_groups):
-            rows.extend(r for r in read_unit(WorkUnit(str(f), g), False) if _usable(r, max_len))
-    return [collate(b) for b in pack_by_tokens(rows, max_tokens)]
+        for d in read_documents(WorkUnit(str(f), -1), False):
+            # sent shards (what a rule may hand as dev) can cut a document at a shard boundary
+            if docs and docs[-1][-1]["doc_id"] == d[0]["doc_id"]:
+                docs[-1].extend(d)
+            else:
+                docs.append(d)
+    docs = _document_rows(docs, cfg)
+    if context.mode is DataMode.STREAM:
+        lanes = stream_lanes(docs, max_tokens)
+        return [collate_stream(lanes, t) for t in range(max((len(x) for x in lanes), default=0))]
+    if context.mode is DataMode.DOCUMENT:
+        return [collate_documents(b) for b in
+                pack_documents(_subdocuments(docs, context.max_sentences), max_tokens)]
+    return [collate(b, context) for b in pack_by_tokens([r for d in docs for r in d], max_tokens)]

@@ -14,10 +14,19 @@ Two ways to walk a test set:
   in order, calling the model's ``start_documents`` / ``finish_sentences`` hooks so that a cache
   model can record the 1-best history; used when ``model.needs_history``.
 
+Context-aware inputs are built by pipeline_lib.context from the *source* document, exactly as
+the loader builds them in training (the model's ``data_mode``): CONTEXT models get
+``ctx_src`` / ``extra["ctx_sents"]`` from each sentence's previous source sentences (batching
+still mixes documents); DOCUMENT (cross-task) models translate tagged sentences either with
+their sub-document (``--unit document``, ``extra["doc_src"]``/``doc_index``, several
+sub-documents per batch) or alone (``--unit sentence``), and the language tag is stripped from
+the hypotheses.
+
 CLI::
 
     python -m pipeline_lib.decode --checkpoint DIR --shards DIR --spm MODEL --output FILE \
-        --beam 4 --lenpen 0.6 --max-len-a 1.2 --max-len-b 10 --batch-size 64 --nbest 1
+        --beam 4 --lenpen 0.6 --max-len-a 1.2 --max-len-b 10 --batch-size 64 --nbest 1 \
+        [--unit document|sentence]
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ from typing import Sequence
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, MANIFEST_FILE, PAD_ID
+from pipeline_lib.constants import BOS_ID, EOS_ID, MANIFEST_FILE, PAD_ID, DataMode
+from pipeline_lib.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.noise import split_document
 
 log = logging.getLogger(__name__)
 
@@ -185,15 +196,60 @@ def search(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> list[list[H
     return greedy_search(model, batch, cfg) if cfg.greedy else beam_search(model, batch, cfg)
 
 
+def strip_tag(tokens: list[int], tag: int | None) -> list[int]:
+    """A cross-task hypothesis without its leading language tag (other models: unchanged)."""
+    return tokens[1:] if tag is not None and tokens[:1] == [tag] else tokens
+
+
 def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], cfg: BeamConfig,
-                        device: torch.device | str = "cpu") -> list[list[Hypothesis]]:
-    """Translate independent sentences (ids without EOS), sorted by length and batched; input order out."""
+                        device: torch.device | str = "cpu", contexts: Sequence | None = None,
+                        spec: ContextSpec = ContextSpec()) -> list[list[Hypothesis]]:
+    """Translate sentences (ids without EOS), sorted by length and batched; input order out.
+    ``contexts[i]``: sentence i's context (pipeline_lib.context layout for ``spec``), for
+    models whose context is fixed by the source document (no history needed)."""
     order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     out: list[list[Hypothesis]] = [[] for _ in srcs]
     for start in range(0, len(order), cfg.batch_size):
         idx = order[start:start + cfg.batch_size]
-        for i, hyps in zip(idx, search(model, source_batch([srcs[i] for i in idx], device), cfg)):
+        batch = source_batch([srcs[i] for i in idx])
+        if contexts is not None:
+            batch.ctx_src, extra = context_tensors([{CTX_KEY: contexts[i]} for i in idx], spec)
+            batch.extra.update(extra)
+        for i, hyps in zip(idx, search(model, batch.to(device), cfg)):
             out[i] = hyps
+    return out
+
+
+def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[Sequence[int]]],
+                           max_sentences: int, cfg: BeamConfig,
+                           device: torch.device | str = "cpu") -> list[list[list[Hypothesis]]]:
+    """Cross-task document mode: every sentence with its sub-document as ``doc_src`` (sentences
+    are tagged ids without EOS). Sub-documents (``split_document``, as in training) are sorted
+    by length and packed whole into batches of about ``cfg.batch_size`` sentences."""
+    from pipeline_lib.models.crosstask import document_extra
+
+    subs = [(d, a, b) for d, doc in enumerate(documents) for a, b in split_document(len(doc), max_sentences)]
+    subs.sort(key=lambda x: max(len(s) for s in documents[x[0]][x[1]:x[2]]))
+    out: list[list[list[Hypothesis]]] = [[[] for _ in doc] for doc in documents]
+    group: list[tuple[int, int, int]] = []
+
+    def run(group: list[tuple[int, int, int]]) -> None:
+        sents = [documents[d][i] for d, a, b in group for i in range(a, b)]
+        batch = source_batch(sents)
+        batch.extra.update(document_extra([documents[d][a:b] for d, a, b in group],
+                                          [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)]))
+        found = iter(search(model, batch.to(device), cfg))
+        for d, a, b in group:
+            for i in range(a, b):
+                out[d][i] = next(found)
+
+    for sub in subs:
+        if group and sum(b - a for _, a, b in group) + sub[2] - sub[1] > cfg.batch_size:
+            run(group)
+            group = []
+        group.append(sub)
+    if group:
+        run(group)
     return out
 
 
@@ -252,8 +308,14 @@ def group_documents(rows: list[dict]) -> tuple[list[str], list[list[dict]]]:
 
 
 def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
-                output: Path, device: str, document_mode: bool) -> dict:
-    """Translate ``rows`` and write the hypothesis Parquet; returns the speed/count record."""
+                output: Path, device: str, document_mode: bool, unit: str = "document",
+                seed: int = 1) -> dict:
+    """Translate ``rows`` and write the hypothesis Parquet; returns the speed/count record.
+
+    ``document_mode``: document-order decoding with history (cache). Otherwise the model's
+    ``data_mode`` decides the input: CONTEXT models read their source context, DOCUMENT models
+    their sub-document (``unit="document"``) or the tagged sentence alone (``unit="sentence"``).
+    ``seed``: the CAMN random-context draw (the training seed reproduces training's draw)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import sentencepiece as spm
@@ -262,25 +324,39 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
     limit = model.cfg.max_len - 1
     truncated = sum(len(r["src_ids"]) > limit for r in rows)
     doc_ids, docs = group_documents(rows)
-    srcs = [[list(r["src_ids"])[:limit] for r in d] for d in docs]
-    t0 = time.perf_counter()
-    if document_mode:
-        hyps = translate_documents(model, srcs, cfg, device)
+    spec = ContextSpec.for_model(model, spm_path)
+    mode = spec.mode if not document_mode else DataMode.STREAM
+    if spec.tags:   # room for the tag within the model's positions
+        srcs = [[tagged(list(r["src_ids"])[:limit - 1], spec.tag) for r in d] for d in docs]
     else:
-        flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device)
+        srcs = [[list(r["src_ids"])[:limit] for r in d] for d in docs]
+    contexts = None
+    if mode is DataMode.CONTEXT:
+        enriched = [[{"doc_id": r["doc_id"], "sent_idx": r["sent_idx"], "src_ids": s}
+                     for r, s in zip(d, ds)] for d, ds in zip(docs, srcs)]
+        add_context(enriched, spec, model.cfg.max_len, seed)
+        contexts = [r[CTX_KEY] for d in enriched for r in d]
+    t0 = time.perf_counter()
+    if mode is DataMode.STREAM:
+        hyps = translate_documents(model, srcs, cfg, device)
+    elif mode is DataMode.DOCUMENT and unit == "document":
+        hyps = translate_subdocuments(model, srcs, spec.max_sentences, cfg, device)
+    else:
+        flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device, contexts, spec)
         it = iter(flat)
         hyps = [[next(it) for _ in d] for d in srcs]
     seconds = time.perf_counter() - t0
+    tag = spec.tag
     cols: dict[str, list] = {"doc_id": [], "sent_idx": [], "hyp": [], "score": [], "nbest": []}
     n_tokens = 0
     for doc_id, doc, doc_hyps in zip(doc_ids, docs, hyps):
         for r, h in zip(doc, doc_hyps):
             cols["doc_id"].append(doc_id)
             cols["sent_idx"].append(int(r["sent_idx"]))
-            cols["hyp"].append(sp.decode(h[0].tokens))
+            cols["hyp"].append(sp.decode(strip_tag(h[0].tokens, tag)))
             cols["score"].append(h[0].score)
-            cols["nbest"].append([sp.decode(x.tokens) for x in h])
-            n_tokens += len(h[0].tokens)
+            cols["nbest"].append([sp.decode(strip_tag(x.tokens, tag)) for x in h])
+            n_tokens += len(strip_tag(h[0].tokens, tag))
     if cfg.nbest == 1:
         del cols["nbest"]
     table = pa.table({**cols, "sent_idx": pa.array(cols["sent_idx"], pa.int32())})
@@ -293,11 +369,12 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
             "decode_seconds": round(seconds, 3),
             "sentences_per_s": round(n / seconds, 2) if seconds else None,
             "tokens_per_s": round(n_tokens / seconds, 2) if seconds else None,
-            "mode": "document" if document_mode else "sentence"}
+            "mode": "document" if document_mode else "sentence", "data_mode": spec.mode.value,
+            "unit": unit if spec.mode is DataMode.DOCUMENT else None}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.checkpoint import load_model
+    from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
     from pipeline_lib.manifest import Manifest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -316,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--greedy", action="store_true", help="arg-max search instead of beam search")
     p.add_argument("--mode", choices=["auto", "sentence", "document"], default="auto",
                    help="auto: document mode iff the model needs the history of earlier sentences")
+    p.add_argument("--unit", choices=["document", "sentence"], default="document",
+                   help="cross-task models: translate with the sub-document (doc_src) or alone")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = p.parse_args(argv)
@@ -324,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     cfg = BeamConfig(beam=a.beam, lenpen=a.lenpen, max_len_a=a.max_len_a, max_len_b=a.max_len_b,
                      batch_size=a.batch_size, nbest=a.nbest, greedy=a.greedy)
-    manifest = Manifest(stage="decode_test", params={**asdict(cfg), "mode": a.mode, "device": a.device})
+    manifest = Manifest(stage="decode_test", params={**asdict(cfg), "mode": a.mode, "unit": a.unit,
+                                                     "device": a.device})
     for path in (a.checkpoint, a.shards / "index.parquet", a.spm):
         manifest.add_input(path)
     model, model_cfg = load_model(a.checkpoint, device=a.device)
@@ -332,7 +412,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     document_mode = a.mode == "document" or (a.mode == "auto" and getattr(model, "needs_history", False))
     rows = read_shards(a.shards)
     log.info("decoding %d sentences with %s (%d parameters)", len(rows), model_cfg.name, model.num_parameters())
-    manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode)
+    # the training seed, so the CAMN random-context ablation draws the memory it was trained with
+    seed = int(read_config(resolve_checkpoint(a.checkpoint)).get("train", {}).get("seed", 1))
+    manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,
+                                  a.unit, seed)
     manifest.extra["model"] = model_cfg.to_dict()
     manifest.write(a.manifest or a.output.with_name(f"{a.output.stem}.{MANIFEST_FILE}"))
     log.info("%s", manifest.counts)

@@ -48,13 +48,14 @@ import logging
 import re
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 import pyarrow.parquet as pq
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.context import ContextSpec, add_context, context_tensors, tagged
 from pipeline_lib.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -192,17 +193,24 @@ def evaluate_suite(examples: Iterable[ContrastiveExample], score_fn: ScoreFn) ->
 class CheckpointScorer:
     """``score_fn`` over a trained model: sum of target log-probabilities (EOS included).
 
-    The source context goes into ``Batch.ctx_src`` (context sentences each followed by EOS,
-    concatenated) and the target context into ``Batch.extra["ctx_tgt"]`` in the same layout;
-    sentence-level models ignore both. ``encode`` maps text to subword ids (no BOS/EOS).
+    The source context is built by pipeline_lib.context exactly as the model was trained
+    (``spec``, :meth:`ContextSpec.for_model`): ``Batch.ctx_src`` (previous k sentences joined by
+    the ``####`` piece, ending in EOS; a lone BOS without context) or CAMN's
+    ``extra["ctx_sents"]``; cross-task models read the tagged sentence with its document
+    (context + current) as ``extra["doc_src"]``. Sentence-level and cache models get no context
+    (``spec.special is None``). The target context is not used: no model here reads target-side
+    history in a teacher-forced pass. CAMN's random-context ablation is scored with the true
+    context (the suites test what the context changes). ``encode`` maps text to subword ids
+    (no BOS/EOS).
     """
 
     def __init__(self, model: "torch.nn.Module", encode: Callable[[str], list[int]],
-                 device: str = "cpu", max_len: int = 256):
+                 device: str = "cpu", max_len: int = 256, spec: ContextSpec = ContextSpec()):
         self.model = model.eval()
         self.encode = encode
         self.device = device
         self.max_len = max_len
+        self.spec = replace(spec, random_context=False)
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Path, device: str = "cpu") -> "CheckpointScorer":
@@ -211,16 +219,13 @@ class CheckpointScorer:
 
         from pipeline_lib.checkpoint import load_model
 
-        model, _cfg = load_model(checkpoint, device=device)
-        sp = spm.SentencePieceProcessor(model_file=str(Path(checkpoint) / "spm.model"))
-        return cls(model, sp.encode, device)
+        model, cfg = load_model(checkpoint, device=device)
+        spm_path = Path(checkpoint) / "spm.model"
+        sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+        return cls(model, sp.encode, device, cfg.max_len, ContextSpec.for_model(model, spm_path))
 
     def _ids(self, text: str) -> list[int]:
-        return list(self.encode(text))[: self.max_len - 1]
-
-    def _context(self, sentences: list[str]):
-        ids = [i for s in sentences for i in self._ids(s) + [EOS_ID]]
-        return ids or [EOS_ID]  # no context: a lone EOS, so (B, C) never has C = 0
+        return list(self.encode(text))[: self.max_len - 2]   # room for EOS and a language tag
 
     def __call__(self, src_context: list[str], src: str, tgt_context: list[str],
                  candidates: list[str]) -> list[float]:
@@ -229,23 +234,31 @@ class CheckpointScorer:
         from pipeline_lib.batch import Batch
 
         n = len(candidates)
-        ys = [self._ids(c) for c in candidates]
+        tag = self.spec.tag
+        ys = [self._ids(c) if tag is None else tagged(self._ids(c), tag) for c in candidates]
         T = max(len(y) for y in ys) + 1
 
         def padded(rows: list[list[int]], width: int):
             return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows], device=self.device)
 
-        x = self._ids(src) + [EOS_ID]
-        ctx_src = self._context(src_context)
-        ctx_tgt = self._context(tgt_context)
+        doc = [self._ids(t) if tag is None else tagged(self._ids(t), tag) for t in src_context + [src]]
+        x = doc[-1] + [EOS_ID]
         batch = Batch(
             src=padded([x] * n, len(x)),
             tgt_in=padded([[BOS_ID] + y for y in ys], T),
             tgt_out=padded([y + [EOS_ID] for y in ys], T),
             doc_id=["contrastive"] * n, sent_idx=[len(src_context)] * n,
-            ctx_src=padded([ctx_src] * n, len(ctx_src)),
-            extra={"ctx_tgt": padded([ctx_tgt] * n, len(ctx_tgt))},
         )
+        if self.spec.mode is DataMode.CONTEXT:
+            rows = [{"doc_id": "contrastive", "sent_idx": i, "src_ids": s} for i, s in enumerate(doc)]
+            add_context([rows], self.spec, self.max_len, 0)
+            ctx_src, extra = context_tensors([rows[-1]] * n, self.spec)
+            batch.ctx_src = None if ctx_src is None else ctx_src.to(self.device)
+            batch.extra.update({k: v.to(self.device) for k, v in extra.items()})
+        elif self.spec.mode is DataMode.DOCUMENT:
+            from pipeline_lib.models.crosstask import document_extra
+
+            batch.extra.update(document_extra([doc], [0] * n, device=self.device))
         with torch.no_grad():
             logits = self.model(batch).logits                          # (n, T, V)
             logp = torch.log_softmax(logits.float(), dim=-1)

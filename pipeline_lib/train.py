@@ -1,8 +1,15 @@
 """Training loop: sentence-level pre-training and the hooks for two-step document-level training.
 
 ``python -m pipeline_lib.train --config-json JSON --shards DIR --dev-shards DIR --spm MODEL
---out-dir DIR``. JSON is ``{"model": {ModelConfig fields}, "train": {TrainConfig fields}}``;
-``model.vocab_size`` defaults to the sentencepiece vocabulary size.
+--out-dir DIR [--aux-shards DIR]``. JSON is ``{"model": {ModelConfig fields}, "train":
+{TrainConfig fields}}``; ``model.vocab_size`` defaults to the sentencepiece vocabulary size.
+
+The loader follows the model class's ``data_mode`` (pipeline_lib.data): sentence pairs, pairs
+with their previous source sentences, document streams, or (cross-task) tagged sentence batches
+from ``--shards`` plus document-level batches from ``--aux-shards`` (restoration instances in
+pre-training, parallel documents in fine-tuning) on a share ``train.aux_ratio`` of the updates,
+scheduled by ``crosstask.task_schedule``. ``train.freeze`` may contain ``@sentence_level``: the
+model's ``sentence_level_prefixes()`` (two-step training).
 
 Output layout (``--out-dir`` = ``results/train_model/{model}``): ``checkpoints/{last,best,
 step-N,averaged}/`` (see checkpoint.py), ``metrics.jsonl``, ``tb/`` (TensorBoard),
@@ -28,7 +35,7 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +47,14 @@ from tqdm import tqdm
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import EOS_ID, MANIFEST_FILE, METRICS_FILE, PAD_ID
+from pipeline_lib.constants import EOS_ID, MANIFEST_FILE, METRICS_FILE, PAD_ID, DataMode
+from pipeline_lib.context import ContextSpec
 from pipeline_lib.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 from pipeline_lib.manifest import Manifest
+from pipeline_lib.models.crosstask import Phase, task_schedule
 from pipeline_lib.optim import build_optimizer, build_scheduler, label_smoothed_nll
 
+SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 CHECKPOINT_DIR = "checkpoints"
 TB_DIR = "tb"
@@ -76,6 +86,11 @@ class TrainConfig:
     dev_bleu: bool = True
     init_from: str | None = None
     freeze: tuple[str, ...] = ()
+    aux_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.aux_ratio <= 1.0:
+            raise ValueError(f"train.aux_ratio={self.aux_ratio} must lie in [0, 1]")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
@@ -139,7 +154,18 @@ def apply_freeze(model: torch.nn.Module, patterns: tuple[str, ...]) -> list[str]
     """Freeze parameters whose name matches any fnmatch pattern (``encoder.*``); return them.
 
     Two-step document-level training (DocT, Zhang et al. 2018) freezes the sentence-level
-    parameters theta_s and trains only the context modules."""
+    parameters theta_s and trains only the context modules; the pattern ``@sentence_level``
+    stands for the model's ``sentence_level_prefixes()`` (exactly theta_s)."""
+    expanded: list[str] = []
+    for pat in patterns:
+        if pat == SENTENCE_LEVEL:
+            if not hasattr(model, "sentence_level_prefixes"):
+                raise ValueError(f"train.freeze {SENTENCE_LEVEL}: {type(model).__name__} has no "
+                                 "sentence_level_prefixes()")
+            expanded.extend(model.sentence_level_prefixes())
+        else:
+            expanded.append(pat)
+    patterns = tuple(expanded)
     frozen = []
     for name, p in model.named_parameters():
         if any(fnmatch.fnmatchcase(name, pat) for pat in patterns):
@@ -167,7 +193,7 @@ RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log
 
 
 #: Modules whose source decides what a training step computes; a change restarts a run.
-TRAINING_CODE = ("train", "data", "checkpoint", "optim", "models", "batch")
+TRAINING_CODE = ("train", "data", "context", "noise", "checkpoint", "optim", "models", "batch")
 
 
 def run_record(tcfg: TrainConfig) -> dict[str, Any]:
@@ -261,16 +287,17 @@ def dev_loss(model: torch.nn.Module, batches: list[Batch], epsilon: float,
 
 
 def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
-             device: torch.device) -> float:
+             device: torch.device, tag: int | None = None) -> float:
     """Corpus BLEU (sacrebleu) of greedy translations of the dev batches.
 
     Greedy rather than beam search keeps validation cheap; references are the detokenised
     reference ids (sentencepiece round-trips text, so this equals the shard's ``tgt_text`` up to
-    unknown characters)."""
+    unknown characters). ``tag``: the cross-task language tag, stripped from hypotheses and
+    references."""
     import sacrebleu
     import sentencepiece as spm
 
-    from pipeline_lib.decode import BeamConfig, greedy_search
+    from pipeline_lib.decode import BeamConfig, greedy_search, strip_tag
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     search_cfg = BeamConfig(beam=1, greedy=True)
@@ -282,8 +309,8 @@ def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
         with _autocast(device):
             found = greedy_search(model, b, search_cfg)
         for nbest, ref in zip(found, b.tgt_out.tolist()):
-            hyps.append(sp.decode(nbest[0].tokens if nbest else []))
-            refs.append(sp.decode([t for t in ref if t not in (PAD_ID, EOS_ID)]))
+            hyps.append(sp.decode(strip_tag(nbest[0].tokens if nbest else [], tag)))
+            refs.append(sp.decode(strip_tag([t for t in ref if t not in (PAD_ID, EOS_ID)], tag)))
     model.train(was_training)
     return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
 
@@ -300,6 +327,7 @@ class TrainerState:
     best_dev: float = math.inf
     bad_evals: int = 0
     tokens: int = 0
+    aux_position: DataPosition = field(default_factory=DataPosition)
 
 
 def _model_config(d: dict[str, Any], spm_path: str | Path):
@@ -314,7 +342,7 @@ def _model_config(d: dict[str, Any], spm_path: str | Path):
 
 
 def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev_shards: str | Path,
-          spm_path: str | Path, out_dir: str | Path) -> int:
+          spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None) -> int:
     """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
     from pipeline_lib.models.registry import build_model
 
@@ -326,8 +354,11 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
     stop = StopFlag()
     manifest = Manifest(stage="train_model", params={"train": tcfg.to_dict(), "model": model_dict})
     if info.is_main:
-        for p in (shards, dev_shards, spm_path):
-            manifest.add_input(p)
+        for p in (shards, dev_shards, spm_path, aux_shards):
+            if p is not None:
+                manifest.add_input(p)
+    if tcfg.aux_ratio > 0 and aux_shards is None:
+        raise ValueError(f"train.aux_ratio={tcfg.aux_ratio} needs --aux-shards")
 
     mcfg = _model_config(model_dict, spm_path)
     model = build_model(mcfg).to(device)
@@ -358,7 +389,8 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
         optimizer.load_state_dict(ts["optimizer"])
         scheduler.load_state_dict(ts["scheduler"])
         state = TrainerState(step=ts["step"], position=DataPosition.from_dict(ts["position"]),
-                             best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"])
+                             best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"],
+                             aux_position=DataPosition.from_dict(ts.get("aux_position", {"epoch": 0, "batches": 0})))
         if ckpt.resolve_checkpoint(ck_dir / "best") is None:
             state.best_dev = math.inf  # best/ was removed (e.g. by Snakemake): re-create it
         ckpt.set_rng_state(ts["rng"][min(info.rank, len(ts["rng"]) - 1)])
@@ -371,11 +403,23 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
             model, device_ids=[device.index] if device.type == "cuda" else None)
     fwd = torch.compile(ddp_model) if tcfg.compile else ddp_model
 
-    loader = TrainLoader(shards, LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed,
-                                              buffer_sents=tcfg.buffer_sents, max_len=mcfg.max_len,
-                                              num_workers=tcfg.num_workers),
-                         info.rank, info.world_size)
-    dev = dev_batches(dev_shards, tcfg.max_tokens, mcfg.max_len) if info.is_main else []
+    spec = ContextSpec.for_model(model, spm_path)
+    lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, buffer_sents=tcfg.buffer_sents,
+                        max_len=mcfg.max_len, num_workers=tcfg.num_workers,
+                        with_heads=getattr(type(model), "needs_heads", False), context=spec)
+    # Cross-task: --shards holds sentence pairs (tagged sentence batches); the document-level
+    # batches (restoration or parallel documents) come from --aux-shards.
+    main_spec = replace(spec, mode=DataMode.SENTENCE) if spec.mode is DataMode.DOCUMENT else spec
+    loader = TrainLoader(shards, replace(lcfg, context=main_spec), info.rank, info.world_size)
+    aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
+                  if aux_shards is not None and tcfg.aux_ratio > 0 else None)
+    dev = (dev_batches(dev_shards, tcfg.max_tokens, mcfg.max_len, spec, tcfg.seed)
+           if info.is_main else [])
+    bleu_skip = ("the cache reads its 1-best history only in document-order decoding "
+                 "(pipeline_lib.decode); greedy dev search would score the sentence-level model"
+                 if spec.mode is DataMode.STREAM else None)
+    if tcfg.dev_bleu and bleu_skip and info.is_main:
+        print(f"dev BLEU skipped: {bleu_skip}", file=sys.stderr)
     log = MetricsLog(out_dir, state.step, info.is_main)
     train_cfg_record = run_record(tcfg)
 
@@ -388,6 +432,7 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
         if info.is_main:
             ts = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                   "rng": rngs, "position": state.position.to_dict(), "step": state.step,
+                  "aux_position": state.aux_position.to_dict(),
                   "best_dev": state.best_dev, "bad_evals": state.bad_evals, "tokens": state.tokens}
             ckpt.save_checkpoint(ck_dir / name, model.state_dict(), mcfg.to_dict(),
                                  train_cfg_record, spm_path, ts)
@@ -399,8 +444,8 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
         stop_now = 0.0
         if info.is_main:
             m = dev_loss(model, dev, tcfg.label_smoothing, device)
-            if tcfg.dev_bleu:
-                m["bleu"] = dev_bleu(model, dev, spm_path, device)
+            if tcfg.dev_bleu and not bleu_skip:
+                m["bleu"] = dev_bleu(model, dev, spm_path, device, spec.tag)
             log.write({"step": state.step, "split": "dev", **m})
             if m["loss"] < state.best_dev:
                 state.best_dev, state.bad_evals = m["loss"], 0
@@ -416,17 +461,29 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
         for _, p in steps[: max(0, len(steps) - max(tcfg.keep_last, tcfg.average_last_k))]:
             shutil.rmtree(p)
 
-    batches = loader.iterate(state.position)
+    streams = {False: loader.iterate(state.position)}
+    if aux_loader is not None:
+        streams[True] = aux_loader.iterate(state.aux_position)
 
-    def next_batch():
-        """Next micro-batch; all ranks move to the next epoch together when any runs out."""
-        nonlocal batches
+    def next_batch(aux: bool) -> Batch:
+        """Next micro-batch of the main (or aux) data; all ranks move to the next epoch
+        together when any runs out. Updates the stream's position in ``state``."""
         while True:
-            item = next(batches, None)
+            item = next(streams[aux], None)
             if _all_reduce(float(item is not None), info, device, "min") > 0:
-                return item
-            state.position = DataPosition(state.position.epoch + 1, 0)
-            batches = loader.iterate(state.position)
+                if aux:
+                    state.aux_position = item[0]
+                else:
+                    state.position = item[0]
+                return item[1]
+            pos = state.aux_position if aux else state.position
+            pos = DataPosition(pos.epoch + 1, 0)
+            if aux:
+                state.aux_position = pos
+                streams[aux] = aux_loader.iterate(pos)
+            else:
+                state.position = pos
+                streams[aux] = loader.iterate(pos)
 
     model.train()
     bar = tqdm(total=tcfg.max_steps, initial=state.step, disable=not info.is_main,
@@ -437,10 +494,9 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
     while state.step < tcfg.max_steps:
         optimizer.zero_grad(set_to_none=True)
         step_tokens, step_loss = 0, 0.0
+        aux = aux_loader is not None and task_schedule(state.step, tcfg.aux_ratio) is Phase.DOCUMENT
         for micro in range(tcfg.update_freq):
-            pos, batch = next_batch()
-            state.position = pos
-            batch = batch.to(device)
+            batch = next_batch(aux).to(device)
             sync = micro == tcfg.update_freq - 1 or info.world_size == 1
             ctx = nullcontext() if sync else ddp_model.no_sync()
             with ctx:
@@ -521,6 +577,8 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
                                "trainable_parameters": sum(p.numel() for p in trainable),
                                "frozen_parameters": len(frozen)}
             manifest.extra = {"best_dev_loss": state.best_dev, "init_from": init_keys,
+                              "data_mode": spec.mode.value, "dev_bleu_skipped": bleu_skip,
+                              "aux_position": state.aux_position.to_dict(),
                               "world_size": info.world_size, "device": str(device)}
             manifest.write(out_dir / MANIFEST_FILE)
     log.close()
@@ -537,10 +595,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev-shards", required=True, help="directory of dev shard-*.parquet")
     ap.add_argument("--spm", required=True, help="sentencepiece model (copied into checkpoints)")
     ap.add_argument("--out-dir", required=True, help="results/train_model/{model}")
+    ap.add_argument("--aux-shards", help="directory of the document-level shard-*.parquet drawn on "
+                    "a share train.aux_ratio of the updates (cross-task: restore/ or doc/)")
     a = ap.parse_args(argv)
     cfg = json.loads(a.config_json)
     return train(cfg["model"], TrainConfig.from_dict(cfg.get("train", {})), a.shards,
-                 a.dev_shards, a.spm, a.out_dir)
+                 a.dev_shards, a.spm, a.out_dir, a.aux_shards)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID
+from pipeline_lib.constants import BOS_ID, DataMode, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import LayerContext
 from pipeline_lib.models.output import ModelOutput
@@ -262,6 +262,7 @@ class CacheTransformer(Transformer):
     """Transformer + continuous cache read before the output layer (Tu et al. 2018)."""
 
     needs_history = True   # the cache holds the 1-best translations of earlier sentences
+    data_mode: DataMode = DataMode.STREAM   # document streams, rows continue across batches
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)

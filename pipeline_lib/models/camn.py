@@ -97,7 +97,7 @@ import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.constants import DataMode, PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, Layer, LayerContext,
                                         Memory, SubLayer)
@@ -169,6 +169,7 @@ class CAMNTransformer(Transformer):
     """Transformer whose encoder output is gated with an inter-sentence memory read (Jiang et al.)."""
 
     needs_history = False   # the memory is the *source* document: no 1-best history needed
+    data_mode: DataMode = DataMode.CONTEXT   # ctx_src / ctx_sents from the previous source sentences
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)

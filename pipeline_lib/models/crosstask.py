@@ -119,7 +119,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import EOS_ID, PAD_ID
+from pipeline_lib.constants import DataMode, EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, LayerContext, Memory,
                                         SubLayer)
@@ -246,6 +246,7 @@ class CrossTaskTransformer(Transformer):
     """Transformer + global context encoder (shared sub-layers) + gate (Chen et al. 2021)."""
 
     needs_history = False   # document mode reads the *source* document only
+    data_mode: DataMode = DataMode.DOCUMENT   # tagged sentences + doc_src sub-documents
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)

@@ -87,6 +87,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
+from pipeline_lib.constants import DataMode
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import Attention, AttnKind, LayerContext
 from pipeline_lib.models.output import ModelOutput
@@ -216,6 +217,7 @@ class DependencyTransformer(Transformer):
     """Transformer with a supervised bi-affine parse head in one encoder and one decoder layer."""
 
     needs_history = False   # sentence-level: no document context
+    data_mode: DataMode = DataMode.SENTENCE   # sentence pairs with their dependency heads
     #: the data loader must read ``src_heads`` / ``tgt_heads`` (LoaderConfig.with_heads) to train.
     needs_heads = True
 

@@ -79,7 +79,7 @@ import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.constants import DataMode, PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import (Attention, AttnKind, LayerContext, Memory, SubLayer,
                                         encoder_layer)
@@ -179,6 +179,7 @@ class DocTransformer(Transformer):
     """Transformer + context encoder + context attention in both stacks (Zhang et al. 2018)."""
 
     needs_history = False   # the context is the *source* document: no 1-best history needed
+    data_mode: DataMode = DataMode.CONTEXT   # ctx_src from the previous source sentences
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.constants import DataMode, PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,
                                         encoder_layer, sinusoidal_positions)
@@ -79,6 +79,7 @@ class Transformer(nn.Module):
 
     #: pipeline_lib.decode translates document by document (history in order) when True.
     needs_history: bool = False
+    data_mode: DataMode = DataMode.SENTENCE   # which loader feeds it (pipeline_lib.data)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

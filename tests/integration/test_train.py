@@ -3,7 +3,9 @@ bit-identical parameters, two-step hooks (init_from + freeze) and DDP over two C
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import math
 import os
 import signal
 import subprocess
@@ -199,3 +201,69 @@ def test_resume_only_the_same_run():
     assert not same_run(other_code, dict(TINY), cfg)
     with pytest.raises(ValueError, match="unknown train config keys"):
         TrainConfig.from_dict({"corpus": "bible"})
+
+
+# ------------------------------------------------------------------ every registered model
+
+from test_data import write_doc_corpus  # noqa: E402
+
+DOC_TINY = {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1, "dec_layers": 1,
+            "dropout": 0.1, "max_len": 64}
+EXTRAS = {"doct": {"context_sentences": 2}, "camn": {"memory_sentences": 2, "memory_mode": "weighted"},
+          "cache": {"cache_size": 5}, "crosstask": {"max_sentences": 3}}
+TWO_STEP = ("doct", "camn", "cache")   # trained on top of a frozen sentence-level checkpoint
+
+
+@pytest.fixture(scope="module")
+def doc_corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("doctrain")
+    doc, restore, spm_model = write_doc_corpus(root / "train", n_docs=24)
+    dev, _, _ = write_doc_corpus(root / "dev", n_docs=5, n_shards=1, seed=3, spm_model=spm_model)
+    base = root / "base"
+    quick = TrainConfig(max_steps=2, warmup=2, validate_every=2, save_every=2, log_every=1,
+                        max_tokens=200, dev_bleu=False, device="cpu")
+    assert train({**DOC_TINY, "name": "transformer"}, quick, doc, dev, spm_model, base) == 0
+    return doc, restore, dev, spm_model, base / "checkpoints" / "last"
+
+
+def _registry():
+    from pipeline_lib.models.registry import MODELS
+
+    return sorted(MODELS)
+
+
+@pytest.mark.parametrize("name", _registry())
+def test_every_registered_model_trains(doc_corpus, tmp_path, name):
+    """A few updates of every model through train() with the loader its data_mode asks for:
+    finite losses, dev loss (and BLEU where defined), and for two-step models the
+    ``@sentence_level`` parameters bit-identical to the sentence-level checkpoint."""
+    torch.set_num_threads(1)
+    doc, restore, dev, spm_model, base = doc_corpus
+    two_step = name in TWO_STEP
+    tcfg = TrainConfig(max_steps=4, warmup=2, validate_every=4, save_every=4, log_every=1,
+                       max_tokens=200, device="cpu", dev_bleu=True,
+                       init_from=str(base) if two_step else None,
+                       freeze=("@sentence_level",) if two_step else (),
+                       aux_ratio=0.5 if name == "crosstask" else 0.0)
+    aux = restore if name == "crosstask" else None
+    model = {**DOC_TINY, "name": name, "extras": EXTRAS.get(name, {})}
+    assert train(model, tcfg, doc, dev, spm_model, tmp_path, aux) == 0
+    recs = _metrics(tmp_path)
+    train_recs = [r for r in recs if r["split"] == "train"]
+    assert len(train_recs) == 4 and all(math.isfinite(r["loss"]) for r in train_recs)
+    dev_rec = [r for r in recs if r["split"] == "dev"][-1]
+    assert math.isfinite(dev_rec["loss"])
+    assert ("bleu" in dev_rec) == (name != "cache")   # cache: skipped with a logged reason
+    last = tmp_path / "checkpoints" / "last"
+    state = ckpt.load_state(last)
+    if two_step:
+        before = ckpt.load_state(base)
+        from pipeline_lib.models.registry import MODELS
+
+        frozen = [k for k in state if any(fnmatch.fnmatchcase(k, p)
+                                          for p in MODELS[name].sentence_level_prefixes())]
+        assert frozen and all(torch.equal(state[k], before[k]) for k in frozen)
+        assert set(frozen) == set(before)   # exactly the sentence-level checkpoint's parameters
+    if name == "crosstask":
+        ts = ckpt.load_trainer_state(last)
+        assert ts["aux_position"]["batches"] == 2 and ts["position"]["batches"] == 2

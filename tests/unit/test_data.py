@@ -156,3 +156,192 @@ def test_unreadable_shard_names_file(tmp_path):
     (tmp_path / "shard-00000.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match="shard-00000.parquet"):
         _epoch(tmp_path, LoaderConfig())
+
+
+# --------------------------------------------------------------------------- document modes
+
+
+def write_doc_corpus(root: Path, n_docs: int = 30, n_shards: int = 2, row_group: int = 7,
+                     seed: int = 0, spm_model: Path | None = None) -> tuple[Path, Path, Path]:
+    """Doc shards (documents of 1-8 copy pairs, contiguous, never split across shards; small row
+    groups so row groups do split documents) and restoration shards (RESTORE_SCHEMA, one
+    sub-document per document), encoded with a real sentencepiece model that has the project's
+    user symbols (``####``, language tags). Returns (doc dir, restore dir, spm model)."""
+    from pipeline_lib.bpe import user_symbols
+    from pipeline_lib.noise import RESTORE_SCHEMA
+
+    rng = random.Random(seed)
+    docs = [[" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
+             for _ in range(rng.randint(1, 8))] for _ in range(n_docs)]
+    root.mkdir(parents=True, exist_ok=True)
+    if spm_model is None:
+        (root / "text.txt").write_text("\n".join(s for d in docs for s in d) + "\n")
+        spm.SentencePieceTrainer.train(
+            input=str(root / "text.txt"), model_prefix=str(root / "spm"), model_type="bpe",
+            vocab_size=90, pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+            user_defined_symbols=user_symbols("es", "en"), hard_vocab_limit=False,
+            minloglevel=2, num_threads=1)
+        spm_model = root / "spm.model"
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    mask = sp.piece_to_id("<mask2>")
+    out = {}
+    for task in ("doc", "restore"):
+        d = root / task
+        d.mkdir()
+        index = []
+        per = -(-n_docs // n_shards)
+        for k in range(n_shards):
+            rows = []
+            for di in range(k * per, min(n_docs, (k + 1) * per)):
+                for si, text in enumerate(docs[di]):
+                    ids = sp.encode(text)
+                    if task == "doc":
+                        rows.append({"corpus": "toy", "split": "train", "doc_id": f"d{di}",
+                                     "sent_idx": si, "src_ids": ids, "tgt_ids": ids,
+                                     "src_heads": [-1] * len(ids), "tgt_heads": None,
+                                     "src_text": text, "tgt_text": text})
+                    else:
+                        noised = [mask] + ids[1:]
+                        rows.append({"corpus": "toy", "split": "train", "doc_id": f"d{di}#0",
+                                     "sent_idx": si, "orig_sent_idx": si, "task": "msr",
+                                     "src_ids": noised, "tgt_ids": ids, "ctx_ids": noised})
+            if task == "doc":
+                table = pa.Table.from_pylist(rows).cast(pa.schema([
+                    ("corpus", pa.string()), ("split", pa.string()), ("doc_id", pa.string()),
+                    ("sent_idx", pa.int32()), ("src_ids", pa.list_(pa.int32())),
+                    ("tgt_ids", pa.list_(pa.int32())), ("src_heads", pa.list_(pa.int32())),
+                    ("tgt_heads", pa.list_(pa.int32())), ("src_text", pa.string()),
+                    ("tgt_text", pa.string())]))
+            else:
+                table = pa.Table.from_pylist(rows, schema=RESTORE_SCHEMA)
+            name = f"shard-{k:05d}.parquet"
+            pq.write_table(table, d / name, row_group_size=row_group)
+            index.append({"file": name, "rows": len(rows),
+                          "src_tokens": sum(len(r["src_ids"]) for r in rows),
+                          "tgt_tokens": sum(len(r["tgt_ids"]) for r in rows)})
+        pq.write_table(pa.Table.from_pylist(index), d / "index.parquet")
+        out[task] = d
+    return out["doc"], out["restore"], spm_model
+
+
+@pytest.fixture(scope="module")
+def doc_corpus(tmp_path_factory) -> tuple[Path, Path, Path]:
+    return write_doc_corpus(tmp_path_factory.mktemp("docdata"))
+
+
+def _doc_rows(doc_dir: Path) -> dict[tuple[str, int], list[int]]:
+    return {(r["doc_id"], r["sent_idx"]): r["src_ids"] for f in sorted(doc_dir.glob("shard-*"))
+            for r in pq.read_table(f, columns=["doc_id", "sent_idx", "src_ids"]).to_pylist()}
+
+
+def _spec(mode, spm_model, **kw):
+    from pipeline_lib.context import ContextSpec, SpecialIds
+
+    return ContextSpec(mode=mode, special=SpecialIds.from_spm(spm_model), **kw)
+
+
+def test_context_mode_every_row_once_with_true_context(doc_corpus):
+    from pipeline_lib.constants import DataMode
+
+    doc_dir, _, spm_model = doc_corpus
+    spec = _spec(DataMode.CONTEXT, spm_model, k=2)
+    cfg = LoaderConfig(max_tokens=120, seed=4, buffer_sents=40, context=spec)
+    rows = _doc_rows(doc_dir)
+    batches = _epoch(doc_dir, cfg)
+    keys = [k for b in batches for k in _keys(b)]
+    assert len(keys) == len(rows) == len(set(keys))
+    assert keys == [k for b in _epoch(doc_dir, cfg) for k in _keys(b)]
+    brk = spec.special.sent_break
+    for b in batches:
+        assert b.ctx_src is not None and b.ctx_src.size(0) == b.src.size(0)
+        for (doc, i), ctx in zip(_keys(b), b.ctx_src.tolist()):
+            ctx = [t for t in ctx if t != PAD_ID]
+            prev = [rows[(doc, j)] for j in range(max(0, i - 2), i)]
+            want = [BOS_ID] if not prev else (prev[0] + [brk] + prev[1] if len(prev) == 2 else prev[0]) + [EOS_ID]
+            assert ctx == want
+    # resume skips exactly the consumed batches
+    rest = list(TrainLoader(doc_dir, cfg).iterate(DataPosition(0, 3)))
+    assert [_keys(b) for _, b in rest] == [_keys(b) for b in batches[3:]]
+    # DDP ranks read disjoint documents that together cover the split
+    parts = [{k for b in _epoch(doc_dir, cfg, r, 3) for k in _keys(b)} for r in range(3)]
+    assert all(parts) and sum(map(len, parts)) == len(rows) == len(set().union(*parts))
+    dev = dev_batches(doc_dir, 120, context=spec)
+    assert sorted(k for b in dev for k in _keys(b)) == sorted(rows)
+
+
+def test_context_mode_weighted_and_random(doc_corpus):
+    from pipeline_lib.constants import DataMode
+
+    doc_dir, _, spm_model = doc_corpus
+    spec = _spec(DataMode.CONTEXT, spm_model, k=2, as_sentences=True, random_context=True)
+    rows = _doc_rows(doc_dir)
+    a = _epoch(doc_dir, LoaderConfig(max_tokens=150, seed=4, context=spec))
+    b = _epoch(doc_dir, LoaderConfig(max_tokens=150, seed=4, context=spec))
+    for x, y in zip(a, b):
+        assert torch.equal(x.extra["ctx_sents"], y.extra["ctx_sents"])
+    real_prev = 0
+    for x in a:
+        assert x.ctx_src is None and x.extra["ctx_sents"].shape[:2] == (x.src.size(0), 2)
+        for (doc, i), slots in zip(_keys(x), x.extra["ctx_sents"].tolist()):
+            got = [[t for t in s if t != PAD_ID][:-1] for s in slots]
+            real_prev += any(i > j >= 0 and g == rows[(doc, j)] for g in got for j in (i - 1, i - 2))
+            assert all(g != rows[(doc, i)] for g in got)
+    assert real_prev < 5   # random, not the true previous sentences (duplicates may collide)
+
+
+def test_stream_mode_lanes_continue_documents(doc_corpus):
+    from pipeline_lib.constants import EXTRA_DOC_START, DataMode
+
+    doc_dir, _, _ = doc_corpus
+    cfg = LoaderConfig(max_tokens=60, seed=2, num_workers=2, context=_spec(DataMode.STREAM, doc_corpus[2]))
+    rows = _doc_rows(doc_dir)
+    batches = _epoch(doc_dir, cfg)
+    keys = [k for b in batches for k in _keys(b)]
+    assert len(keys) == len(rows) == len(set(keys))
+    assert keys == [k for b in _epoch(doc_dir, cfg) for k in _keys(b)]
+    assert keys != [k for b in _epoch(doc_dir, cfg, epoch=1) for k in _keys(b)]
+    assert max(b.src.size(0) for b in batches) > 1
+    for prev, cur in zip(batches, batches[1:]):
+        starts = cur.extra[EXTRA_DOC_START].tolist()
+        if cur.src.size(0) != prev.src.size(0):
+            continue  # B changed: the model starts fresh streams
+        for (pd, pi), (cd, ci), s in zip(_keys(prev), _keys(cur), starts):
+            assert (ci == 0 and s) or (cd == pd and ci == pi + 1 and not s)
+    rest = list(TrainLoader(doc_dir, cfg).iterate(DataPosition(0, 5)))
+    assert [_keys(b) for _, b in rest] == [_keys(b) for b in batches[5:]]
+    dev = dev_batches(doc_dir, 60, context=cfg.context)
+    assert sorted(k for b in dev for k in _keys(b)) == sorted(rows)
+
+
+def test_document_mode_subdocuments_and_restoration(doc_corpus):
+    from pipeline_lib.constants import DataMode
+
+    doc_dir, restore_dir, spm_model = doc_corpus
+    spec = _spec(DataMode.DOCUMENT, spm_model, max_sentences=3, tags=True)
+    tgt_tag, src_tag = spec.special.tgt_tag, spec.special.src_tag
+    rows = _doc_rows(doc_dir)
+    cfg = LoaderConfig(max_tokens=200, seed=3, context=spec)
+    batches = _epoch(doc_dir, cfg)
+    keys = [k for b in batches for k in _keys(b)]
+    assert len(keys) == len(rows) == len(set(keys))
+    assert keys == [k for b in _epoch(doc_dir, cfg) for k in _keys(b)]
+    for b in batches:
+        doc_src, index = b.extra["doc_src"], b.extra["doc_index"]
+        assert doc_src.size(1) <= 3 and index.shape == (b.src.size(0),)
+        assert (b.src[:, 0] == tgt_tag).all() and (b.tgt_out[:, 0] == tgt_tag).all()
+        assert (b.tgt_in[:, :2] == torch.tensor([BOS_ID, tgt_tag])).all()
+        for r, (doc, i) in enumerate(_keys(b)):   # the row's own sentence is in its document
+            own = [tgt_tag] + rows[(doc, i)] + [EOS_ID]
+            sents = [[t for t in s if t != PAD_ID] for s in doc_src[index[r]].tolist()]
+            assert own in sents
+    rest = list(TrainLoader(doc_dir, cfg).iterate(DataPosition(0, 2)))
+    assert [_keys(b) for _, b in rest] == [_keys(b) for b in batches[2:]]
+    restore = _epoch(restore_dir, cfg)
+    assert sum(len(b.doc_id) for b in restore) == len(rows)
+    for b in restore:
+        assert (b.src[:, 0] == src_tag).all() and (b.extra["doc_src"][:, 0, 0] == src_tag).all()
+    # sentence batches of the same model: tagged, no document tensors
+    sent = _epoch(doc_dir, LoaderConfig(max_tokens=200, context=spec.__class__(
+        mode=DataMode.SENTENCE, tags=True, special=spec.special)))
+    assert all((b.src[:, 0] == tgt_tag).all() and "doc_src" not in b.extra for b in sent)
+    assert sum(len(b.doc_id) for b in sent) == len(rows)

@@ -235,3 +235,59 @@ def test_cli_decodes_checkpoint_and_shards(tmp_path, spm_model):
     manifest = json.loads((tmp_path / "out" / "test.manifest.json").read_text())
     assert manifest["counts"]["sentences"] == 5 and manifest["counts"]["mode"] == "sentence"
     assert manifest["params"]["beam"] == 2 and str(ckpt) in manifest["inputs"]
+
+
+# --------------------------------------------------------------------- every registered model
+
+MODEL_EXTRAS = {"doct": {"context_sentences": 2}, "camn": {"memory_sentences": 2, "memory_mode": "weighted"},
+                "cache": {"cache_size": 5}, "crosstask": {"max_sentences": 3}}
+
+
+@pytest.fixture(scope="module")
+def doc_corpus(tmp_path_factory):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_data import write_doc_corpus
+
+    return write_doc_corpus(tmp_path_factory.mktemp("decode_docs"), n_docs=6, n_shards=1)
+
+
+def _registry():
+    from pipeline_lib.models.registry import MODELS
+
+    return sorted(MODELS)
+
+
+@pytest.mark.parametrize("name", _registry())
+def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
+    """One hypothesis per input row, with the context the model's data_mode asks for; cross-task
+    in both units, its language tag stripped."""
+    from pipeline_lib.constants import DataMode
+    from pipeline_lib.context import SpecialIds
+    from pipeline_lib.decode import read_shards
+    from pipeline_lib.models.registry import MODELS
+
+    doc_dir, _, spm_model = doc_corpus
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocab_size=sp.get_piece_size(), d_model=16, n_heads=2, d_ff=32,
+                                    enc_layers=1, dec_layers=1, dropout=0.0, max_len=64, name=name,
+                                    extras=MODEL_EXTRAS.get(name, {}))).eval()
+    rows = read_shards(doc_dir)
+    units = ["document", "sentence"] if MODELS[name].data_mode is DataMode.DOCUMENT else ["document"]
+    tag = sp.id_to_piece(SpecialIds.from_spm(spm_model).tgt_tag)
+    scores = {}
+    for unit in units:
+        out = tmp_path / f"{unit}.parquet"
+        rec = decode_file(model, rows, BeamConfig(beam=2, max_len_b=4, batch_size=5), spm_model, out,
+                          "cpu", getattr(model, "needs_history", False), unit)
+        table = pq.read_table(out).to_pylist()
+        assert sorted((r["doc_id"], r["sent_idx"]) for r in table) == \
+            sorted((r["doc_id"], r["sent_idx"]) for r in rows)
+        assert rec["sentences"] == len(rows) and rec["data_mode"] == MODELS[name].data_mode.value
+        assert all(math.isfinite(r["score"]) and not r["hyp"].startswith(tag) for r in table)
+        scores[unit] = [r["score"] for r in table]
+    if len(units) == 2:   # the sub-document changes the encoder output (global context + gate)
+        assert scores["document"] != scores["sentence"]

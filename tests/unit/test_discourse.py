@@ -128,7 +128,12 @@ def test_checkpoint_scorer_sums_log_probabilities():
 
 
 def test_checkpoint_scorer_picks_the_candidate_the_context_supports():
-    scorer = discourse.CheckpointScorer(ContextCopyModel(), encode)
+    from pipeline_lib.constants import DataMode
+    from pipeline_lib.context import ContextSpec, SpecialIds
+
+    spec = ContextSpec(mode=DataMode.CONTEXT, k=1, special=SpecialIds(sent_break=V - 1, src_tag=V - 2,
+                                                                     tgt_tag=V - 3))
+    scorer = discourse.CheckpointScorer(ContextCopyModel(), encode, spec=spec)
     assert max(range(2), key=scorer(["b"], "x", [], ["a a", "b b"]).__getitem__) == 1
     assert max(range(2), key=scorer(["a"], "x", [], ["a a", "b b"]).__getitem__) == 0
     ex = [discourse.ContrastiveExample("p", ["b"], "x", [], ["a", "b"], 1, "1"),
