@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -21,3 +23,74 @@ def project_root() -> Path:
 def shared_dir() -> Path:
     """The shared folder (UD treebanks); DOCMT_SHARED overrides the default ../shared."""
     return Path(os.environ.get("DOCMT_SHARED", ROOT.parent / "shared"))
+
+
+# --- The tiny end-to-end Snakemake run, shared by tests/integration/test_pipeline_e2e.py and
+# test_reruns.py (running the whole DAG twice would double the suite's slowest part).
+
+EXTRA_CORPUS = {  # a second, test-only corpus: touching it must not rerun the Bible's ingestion
+    "extra.es": ["Hola mundo.", "El perro come.", "Buenos días.", "La casa es grande."],
+    "extra.en": ["Hello world.", "The dog eats.", "Good morning.", "The house is big."],
+    "extra.docids": ["d1", "d1", "d2", "d2"],
+}
+TINY_STEPS = {"max_steps": 6, "warmup": 3, "validate_every": 6, "save_every": 6, "log_every": 2}
+
+
+def tiny_config(work: Path, resources: Path, shared: Path) -> dict:
+    """Every stage at toy size: 20 Bible chapters, one-chapter dev/test books, 1+1-layer models."""
+    jobs = ["transformer", "dbsa", "doct", "cache", "camn", "crosstask_pretrain", "crosstask"]
+    return {
+        "results_dir": "results",
+        "resources_dir": str(resources),
+        "shared_dir": str(shared),
+        "corpora": {
+            "bible": {"reader": "bible", "max_chapters": 20, "dev_books": ["Obadiah"],
+                      "test_books": ["Jude"]},
+            "extra": {"reader": "plaintext", "splits": {"test": {
+                "src": str(work / "extra.es"), "tgt": str(work / "extra.en"),
+                "docids": str(work / "extra.docids")}}},
+        },
+        "bpe": {"vocab_size": 500},
+        "stanza": {"download": False, "training": {
+            "tagger_steps": 8, "parser_steps": 8, "hidden_dim": 32, "deep_biaff_hidden_dim": 32,
+            "word_emb_dim": 16, "tag_emb_dim": 8, "transformed_dim": 16, "parser_layers": 1}},
+        "parse": {"max_sentences_per_split": 40, "shards": 1, "batch_size": 64},
+        "model_presets": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
+                                   "dec_layers": 1}},
+        "train": {**TINY_STEPS, "max_tokens": 1024},
+        "model_settings": {job: {"train": dict(TINY_STEPS)} for job in jobs},
+        "decode": {"beam": 2, "max_len_b": 5},
+        "score": {"bootstrap_samples": 50},
+    }
+
+
+def run_snakemake(work: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """snakemake on the project's Snakefile in ``work``, its config.yaml over the default's."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # the Snakefile's `configfile: config/config.yaml` is relative to the working directory
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(work), "--configfile", str(ROOT / "config" / "config.yaml"),
+           str(work / "config.yaml"), *args]
+    return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline(tmp_path_factory, request, shared_dir) -> Path:
+    """A completed tiny run of the whole DAG (``snakemake --cores 2``); returns its directory.
+
+    Stanza's kept models live in a pytest cache folder (``resources_dir``), so later sessions
+    reuse them instead of training again (pipeline_lib.stanza_models reuses kept models that
+    were trained with the same settings).
+    """
+    if not (shared_dir / "ud").is_dir():
+        pytest.skip(f"no UD treebanks under {shared_dir}/ud")
+    work = tmp_path_factory.mktemp("tiny_pipeline")
+    for name, lines in EXTRA_CORPUS.items():
+        (work / name).write_text("\n".join(lines) + "\n")
+    resources = Path(request.config.cache.mkdir("tiny_pipeline_resources"))
+    cfg = tiny_config(work, resources, shared_dir)
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = run_snakemake(work, "--cores", "2")
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-20000:]
+    return work

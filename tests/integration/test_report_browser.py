@@ -97,9 +97,12 @@ def test_snakemake_rules_build_the_report_and_the_report_zip(tmp_path):
         shutil.rmtree(tmp_path / "results" / stale)
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # only the baseline was "trained" by build_results: the report's rows follow `models`
+    (tmp_path / "models.yaml").write_text(f"results_dir: {tmp_path / 'results'}\n"
+                                          "models: [transformer]\n")
     base = [sys.executable, "-m", "snakemake", "--directory", str(tmp_path), "--snakefile",
             str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config" / "config.yaml"),
-            "--config", f"results_dir={tmp_path / 'results'}",
+            str(tmp_path / "models.yaml"),
             "--allowed-rules", "score_test", "discourse_consistency", "report"]
     target = str(tmp_path / "results" / "report" / "index.html")
     proc = subprocess.run([*base, "--cores", "1", "--", target], env=env, cwd=tmp_path,

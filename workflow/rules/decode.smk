@@ -1,14 +1,26 @@
 """Test-set decoding with each trained model (pipeline_lib.decode)."""
 
 DECODE = config.get("decode", {})
-# `models` (baseline first) comes from the training stage: a list of names or a mapping by name.
+# `models` (baseline first): every trained model is decoded (workflow/rules/train.smk).
 DECODE_MODELS = list(config.get("models", ["transformer"]))
+# Evaluated system -> (trained model, decode unit). A model with model_settings.<m>.sentence_decode
+# (cross-task: the paper's "translate sentences" mode) is decoded a second time, each sentence
+# alone, and scored as its own row <m>_sent. score.smk and report.smk (included after this file,
+# alphabetically) read EVAL_SYSTEMS.
+DECODE_SYSTEMS = {m: (m, "document") for m in DECODE_MODELS}
+DECODE_SYSTEMS.update(
+    {f"{m}_sent": (m, "sentence") for m in DECODE_MODELS
+     if config.get("model_settings", {}).get(m, {}).get("sentence_decode", False)}
+)
+EVAL_SYSTEMS = list(DECODE_SYSTEMS)
 DECODE_SPLITS = config.get("score", {}).get("test_splits", ["test"])
 
 
 rule decode_test:
+    wildcard_constraints:
+        model="|".join(sorted(EVAL_SYSTEMS, key=len, reverse=True)),
     input:
-        checkpoint=f"{RESULTS}/train_model/{{model}}/checkpoints/best",
+        checkpoint=lambda wc: f"{RESULTS}/train_model/{DECODE_SYSTEMS[wc.model][0]}/checkpoints/best",
         shards=f"{RESULTS}/make_shards/{{corpus}}",
         spm=f"{RESULTS}/train_bpe/spm.model",
     output:
@@ -16,6 +28,8 @@ rule decode_test:
         manifest=f"{RESULTS}/decode_test/{{model}}/{{corpus}}/{{split}}.manifest.json",
     log:
         "logs/decode_test/{model}/{corpus}/{split}.log",
+    benchmark:
+        "benchmarks/decode_test/{model}/{corpus}/{split}.tsv"
     params:
         task=DECODE.get("shard_task", "doc"),
         beam=DECODE.get("beam", 4),
@@ -26,6 +40,7 @@ rule decode_test:
         nbest=DECODE.get("nbest", 1),
         greedy="--greedy" if DECODE.get("greedy", False) else "",
         mode=DECODE.get("mode", "auto"),
+        unit=lambda wc: DECODE_SYSTEMS[wc.model][1],
         code=code_hash("decode", "models", "checkpoint", "batch"),
     threads: 1  # small models: one thread each, several decodes side by side
     conda:
@@ -36,10 +51,10 @@ rule decode_test:
         " --output {output.hyps} --manifest {output.manifest}"
         " --beam {params.beam} --lenpen {params.lenpen} --max-len-a {params.max_len_a}"
         " --max-len-b {params.max_len_b} --batch-size {params.batch_size} --nbest {params.nbest}"
-        " {params.greedy} --mode {params.mode} --threads {threads} > {log} 2>&1"
+        " {params.greedy} --mode {params.mode} --unit {params.unit} --threads {threads} > {log} 2>&1"
 
 
 FINAL_TARGETS.extend(
     expand(f"{RESULTS}/decode_test/{{model}}/{{corpus}}/{{split}}.manifest.json",
-           model=DECODE_MODELS, corpus=CORPORA, split=DECODE_SPLITS)
+           model=EVAL_SYSTEMS, corpus=CORPORA, split=DECODE_SPLITS)
 )

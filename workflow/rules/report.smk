@@ -1,7 +1,9 @@
 """The final report (pipeline_lib.report): rebuilt whenever a score, curve or manifest changes."""
 
-# Read from config here: this file is included before score.smk (alphabetical order).
+# Trained models (contrastive suites, training manifests) and evaluated systems (score rows, from
+# decode.smk, which is included before this file; score.smk comes after it, alphabetically).
 REPORT_MODELS = list(config.get("models", ["transformer"]))
+REPORT_SYSTEMS = EVAL_SYSTEMS
 REPORT_SUITES = config.get("score", {}).get("discourse_suites", {})
 
 
@@ -30,7 +32,7 @@ rule report:
             f"--contrastive {m} {p}" for m, p in zip(REPORT_MODELS, input.contrastive)
         ),
         suites=" ".join(REPORT_SUITES),
-        models=" ".join(REPORT_MODELS),
+        models=" ".join(REPORT_SYSTEMS),
         corpora=" ".join(CORPORA),
         results=lambda w, input: Path(input.scores).parent.parent,
         title=config.get("report", {}).get("title", "Document-level NMT: results"),

@@ -1,8 +1,9 @@
 """Test-set scores with significance (pipeline_lib.score) and discourse measures (pipeline_lib.discourse)."""
 
 SCORE = config.get("score", {})
-# `models` (baseline first) is added by the training stage; a list of names or a mapping by name.
-SCORE_MODELS = list(config.get("models", ["transformer"]))
+# Every decoded system (baseline first; decode.smk: `models` plus <model>_sent rows) is scored;
+# contrastive suites score the trained models themselves.
+SCORE_MODELS = EVAL_SYSTEMS
 SCORE_SPLITS = SCORE.get("test_splits", ["test"])
 DISCOURSE_SUITES = SCORE.get("discourse_suites", {})
 
@@ -85,5 +86,5 @@ rule discourse_contrastive:
 FINAL_TARGETS.extend([rules.score_test.output.scores, rules.discourse_consistency.output.consistency])
 if DISCOURSE_SUITES:
     FINAL_TARGETS.extend(
-        expand(f"{RESULTS}/discourse_contrastive/{{model}}/contrastive.json", model=SCORE_MODELS)
+        expand(f"{RESULTS}/discourse_contrastive/{{model}}/contrastive.json", model=DECODE_MODELS)
     )

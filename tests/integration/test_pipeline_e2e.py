@@ -1,0 +1,79 @@
+"""The whole DAG for real on a tiny config (tests/conftest.py: tiny_pipeline): ingest of two
+corpora, stanza training + parsing, BPE, shards, every registered model with its two-step recipe,
+decoding, scoring and the report, with `snakemake --cores 2`."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline_lib.models.registry import MODELS
+
+pytestmark = pytest.mark.slow
+
+BASELINE_BEST = "results/train_model/transformer/checkpoints/best"
+JOBS = ["transformer", "dbsa", "doct", "cache", "camn", "crosstask_pretrain", "crosstask"]
+# every registered model, plus cross-task decoded sentence by sentence
+SYSTEMS = [*MODELS, "crosstask_sent"]
+
+
+def _manifest(run: Path, *parts: str) -> dict:
+    return json.loads((run / "results" / Path(*parts)).read_text())
+
+
+def test_report_has_a_row_for_every_registered_model(tiny_pipeline):
+    report = tiny_pipeline / "results" / "report"
+    assert (report / "index.html").stat().st_size > 0
+    lines = (report / "report.md").read_text().splitlines()
+    rows = [line for line in lines if line.startswith("| ")]
+    for system in SYSTEMS:
+        assert any(row.split("|")[1].strip().split(" ")[0] == system for row in rows), system
+    html = (report / "index.html").read_text()
+    assert all(system in html for system in SYSTEMS)
+    scores = _manifest(tiny_pipeline, "score_test", "scores.json")
+    assert scores["models"][0] == "transformer" and sorted(scores["models"]) == sorted(SYSTEMS)
+
+
+def test_two_step_recipes(tiny_pipeline):
+    base_params = _manifest(tiny_pipeline, "train_model", "transformer", "manifest.json")["counts"]
+    assert base_params["frozen_parameters"] == 0
+    for model in ("doct", "cache", "camn"):  # theta_s loaded from the baseline and frozen
+        m = _manifest(tiny_pipeline, "train_model", model, "manifest.json")
+        assert m["params"]["train"]["init_from"] == BASELINE_BEST
+        assert m["init_from"]["missing"] and not m["init_from"]["unexpected"]
+        assert 0 < m["counts"]["trainable_parameters"] < m["counts"]["parameters"]
+        assert m["counts"]["frozen_parameters"] > 0
+        assert any(p.endswith("doc/train") for p in m["inputs"]), m["inputs"]
+    dbsa = _manifest(tiny_pipeline, "train_model", "dbsa", "manifest.json")
+    assert dbsa["counts"]["frozen_parameters"] == 0  # fine-tuned whole, with parse supervision
+    assert any(p.endswith("sent/train") for p in dbsa["inputs"])
+    pre = _manifest(tiny_pipeline, "train_model", "crosstask_pretrain", "manifest.json")
+    fine = _manifest(tiny_pipeline, "train_model", "crosstask", "manifest.json")
+    assert pre["params"]["train"]["init_from"] is None
+    pretrained = "results/train_model/crosstask_pretrain/checkpoints/best"
+    assert fine["params"]["train"]["init_from"] == pretrained
+    assert fine["counts"]["frozen_parameters"] == 0 and fine["init_from"]["missing"] == []
+    logs = tiny_pipeline / "logs" / "train_model"
+    aux = "--aux-shards results/make_shards/bible/{}/train"
+    assert aux.format("restore") in (logs / "crosstask_pretrain.log").read_text()
+    assert aux.format("doc") in (logs / "crosstask.log").read_text()
+
+
+def test_crosstask_is_decoded_by_document_and_by_sentence(tiny_pipeline):
+    doc = _manifest(tiny_pipeline, "decode_test", "crosstask", "bible", "test.manifest.json")
+    sent = _manifest(tiny_pipeline, "decode_test", "crosstask_sent", "bible", "test.manifest.json")
+    assert doc["counts"]["unit"] == "document" and sent["counts"]["unit"] == "sentence"
+    assert doc["counts"]["sentences"] == sent["counts"]["sentences"] > 0
+
+
+def test_every_training_and_decoding_job_is_benchmarked(tiny_pipeline):
+    bench = tiny_pipeline / "benchmarks"
+    for job in JOBS:
+        with open(bench / "train_model" / f"{job}.tsv") as f:
+            row = next(csv.DictReader(f, delimiter="\t"))
+        assert float(row["s"]) > 0
+    for system in SYSTEMS:
+        assert (bench / "decode_test" / system / "extra" / "test.tsv").is_file()
