@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sentencepiece import sentencepiece_model_pb2
 
+from pipeline_lib.bpe import stream_batches
 from pipeline_lib.constants import MANIFEST_FILE, MASK_GAP, MASK_TOKEN, Split
 from pipeline_lib.manifest import Manifest
 
@@ -206,10 +207,9 @@ def iter_units(path: Path, key_cols: Sequence[str], columns: Sequence[str] | Non
 
     Like schema.iter_documents, but with small batches: rows of id lists cost ~1 kB each as
     Python objects, and a 64k-row batch would dominate the memory of every stage."""
-    pf = pq.ParquetFile(str(path))
     unit: list[dict] = []
     key = None
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+    for batch in stream_batches(path, columns, batch_size=batch_rows):
         for row in batch.to_pylist():
             k = tuple(row[c] for c in key_cols)
             if key is not None and k != key:
@@ -223,8 +223,7 @@ def iter_units(path: Path, key_cols: Sequence[str], columns: Sequence[str] | Non
 
 def source_split(encoded: Path) -> str:
     """``mono`` when the corpus has monolingual documents, else ``train`` (streamed check)."""
-    pf = pq.ParquetFile(str(encoded))
-    for batch in pf.iter_batches(columns=["split"]):
+    for batch in stream_batches(encoded, ["split"]):
         if Split.MONO.value in set(batch.column(0).to_pylist()):
             return Split.MONO.value
     return Split.TRAIN.value

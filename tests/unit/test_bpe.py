@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -141,3 +142,18 @@ def test_parse_out_of_order_is_an_error(corpus, tmp_path):
 def test_cli_reports_missing_input(tmp_path):
     assert bpe.main(["encode", "--docs", str(tmp_path / "nope.parquet"), "--model",
                      str(tmp_path / "m.model"), "--out-dir", str(tmp_path)]) == 2
+
+
+def test_stream_batches_holds_one_row_group_at_a_time(tmp_path):
+    """Reading the first batch must not buffer the rest of the file (pyarrow pre-buffers every
+    row group by default, which made peak RSS grow with the corpus)."""
+    path = tmp_path / "big.parquet"
+    rng = np.random.default_rng(0)
+    with pq.ParquetWriter(str(path), pa.schema([("b", pa.binary())])) as w:
+        for _ in range(40):                     # 40 row groups of 64 KiB, incompressible
+            w.write_table(pa.table({"b": [rng.bytes(1024) for _ in range(64)]}))
+    before = pa.total_allocated_bytes()
+    batches = bpe.stream_batches(path, batch_size=64)
+    assert next(batches).num_rows == 64
+    assert pa.total_allocated_bytes() - before < path.stat().st_size / 4
+    assert sum(b.num_rows for b in batches) == 39 * 64

@@ -150,3 +150,20 @@ def test_mono_split_is_preferred(encoded, tmp_path):
     rec = noise.make_restore(tmp_path / "e.parquet", tmp / "spm.model", tmp_path / "o",
                              noise.NoiseConfig())
     assert rec["counts"]["source_split"] == "mono" and rec["counts"]["sentences"] == 200
+
+
+def test_iter_units_streams_row_groups(tmp_path):
+    """The first document must come back without the rest of the file in memory (noise and
+    shards read the whole encoded corpus through iter_units)."""
+    path = tmp_path / "big.parquet"
+    rng = np.random.default_rng(0)
+    with pq.ParquetWriter(str(path), pa.schema([("doc_id", pa.string()),
+                                                 ("b", pa.binary())])) as w:
+        for g in range(40):                     # one 64 KiB document per row group
+            w.write_table(pa.table({"doc_id": [f"d{g}"] * 64,
+                                    "b": [rng.bytes(1024) for _ in range(64)]}))
+    before = pa.total_allocated_bytes()
+    units = noise.iter_units(path, ("doc_id",), batch_rows=64)
+    assert [r["doc_id"] for r in next(units)] == ["d0"] * 64
+    assert pa.total_allocated_bytes() - before < path.stat().st_size / 4
+    assert sum(1 for _ in units) == 39
