@@ -2,32 +2,77 @@
 
 Snakemake's code trigger only sees a rule's own ``shell``/``run`` text, not the library it calls.
 Putting this hash in ``params`` makes a change in ``pipeline_lib/<module>`` rerun the rules that
-use it (and only those).
+use it (and only those). The modules a rule names are followed through their ``pipeline_lib``
+imports (lazy ones inside functions too), so a rule cannot miss a helper its entry point
+reaches: a hand-kept list went stale as soon as a module gained an import.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE = "pipeline_lib"
+
+
+def _files(name: str) -> list[Path]:
+    """Source files of ``pipeline_lib.<name>`` (all of a subpackage); [] when there is none."""
+    base = PACKAGE_ROOT.joinpath(*name.split(".")) if name else PACKAGE_ROOT / "__init__"
+    if base.is_dir():
+        return sorted(base.rglob("*.py"))
+    f = base.with_suffix(".py")
+    return [f] if f.exists() else []
+
+
+def _imported(f: Path) -> set[str]:
+    """Dotted names (relative to the package) of the package modules ``f`` imports."""
+    here = f.relative_to(PACKAGE_ROOT).with_suffix("").parts[:-1]   # f's package, relative
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        if isinstance(node, ast.Import):
+            names |= {a.name[len(PACKAGE) + 1:] for a in node.names
+                      if a.name.startswith(PACKAGE + ".")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = here[: len(here) - node.level + 1] if node.level > 1 else here
+                mod = ".".join([*parts, *(node.module or "").split(".")]).strip(".")
+            elif node.module and (node.module == PACKAGE or node.module.startswith(PACKAGE + ".")):
+                mod = node.module[len(PACKAGE) + 1:]
+            else:
+                continue
+            # `from pipeline_lib.models import registry` imports a module, not just a name
+            names |= {m for m in (f"{mod}.{a.name}".strip(".") for a in node.names) if _files(m)}
+            if mod:
+                names.add(mod)
+    return names
+
+
+def closure(*modules: str) -> list[Path]:
+    """The files of ``modules`` and of every package module they import, transitively."""
+    seen: set[Path] = set()
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        files = _files(name)
+        if not files:
+            raise FileNotFoundError(f"code_hash: no module {PACKAGE}.{name} under {PACKAGE_ROOT}")
+        for f in files:
+            if f not in seen:
+                seen.add(f)
+                todo.extend(n for n in _imported(f) if _files(n))
+    return sorted(seen)
 
 
 def code_hash(*modules: str) -> str:
-    """sha256 (16 hex chars) over the source of the named modules or subpackages.
-
-    ``modules`` are dotted names relative to ``pipeline_lib`` (``"ingest"``, ``"models.layers"``);
-    a subpackage includes all its ``.py`` files. The shared helpers every stage imports
-    (``schema``, ``manifest``, ``constants``) are always included.
+    """sha256 (16 hex chars) over the source of the named modules or subpackages and of what
+    they import from the package. ``modules`` are dotted names relative to ``pipeline_lib``
+    (``"ingest"``, ``"models.layers"``); a subpackage includes all its ``.py`` files. The shared
+    helpers every stage imports (``schema``, ``manifest``, ``constants``) are always included.
     """
-    names = sorted(set(modules) | {"schema", "manifest", "constants"})
     h = hashlib.sha256()
-    for name in names:
-        base = PACKAGE_ROOT.joinpath(*name.split("."))
-        files = sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
-        if not files or not all(f.exists() for f in files):
-            raise FileNotFoundError(f"code_hash: no module pipeline_lib.{name} at {base}")
-        for f in files:
-            h.update(str(f.relative_to(PACKAGE_ROOT)).encode())
-            h.update(f.read_bytes())
+    for f in closure(*sorted(set(modules) | {"schema", "manifest", "constants"})):
+        h.update(str(f.relative_to(PACKAGE_ROOT)).encode())
+        h.update(f.read_bytes())
     return h.hexdigest()[:16]

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from pipeline_lib.codehash import code_hash
 from pipeline_lib.manifest import Manifest, sha256_path
 
@@ -52,3 +54,25 @@ def test_code_hash_changes_only_with_the_named_modules(tmp_path, monkeypatch):
     assert code_hash("alpha") != a
     (pkg / "sub" / "x.py").write_text("x = 2\n")
     assert code_hash("sub") != sub
+
+
+def test_code_hash_follows_package_imports_even_lazy_ones(tmp_path, monkeypatch):
+    import pipeline_lib.codehash as ch
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for name in ("schema", "manifest", "constants", "other"):
+        (pkg / f"{name}.py").write_text(f"# {name}\n")
+    (pkg / "alpha.py").write_text("import json\nfrom pipeline_lib.beta import f\n")
+    (pkg / "beta.py").write_text("def f():\n    from pipeline_lib.sub import x\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "x.py").write_text("from .y import z\n")
+    (pkg / "sub" / "y.py").write_text("z = 1\n")
+    monkeypatch.setattr(ch, "PACKAGE_ROOT", pkg)
+    before = code_hash("alpha")
+    (pkg / "other.py").write_text("# changed\n")          # not reached from alpha
+    assert code_hash("alpha") == before
+    (pkg / "sub" / "y.py").write_text("z = 2\n")           # alpha -> beta (lazy) -> sub.x -> .y
+    assert code_hash("alpha") != before
+    with pytest.raises(FileNotFoundError, match="no module pipeline_lib.missing"):
+        code_hash("missing")
