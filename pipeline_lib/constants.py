@@ -22,6 +22,11 @@ def lang_tag(lang: str) -> str:
     return f"<2{lang}>"
 
 
+# An evaluated system "<model>_sent": a document model decoded sentence by sentence (decode.smk);
+# it has no training folder of its own (the report reads <model>'s).
+SENT_SUFFIX = "_sent"
+
+
 class DataMode(str, Enum):
     """What a model reads besides the sentence pair, so the trainer and decoder pick the loader:
     SENTENCE (transformer, dbsa), CONTEXT (previous source sentences: doct, camn), STREAM

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-import yaml
 
-from pipeline_lib.constants import SIG_MARK, Split
+from pipeline_lib.constants import SENT_SUFFIX, SIG_MARK, Split
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("report")
@@ -212,17 +211,30 @@ def data_table(results_dir: Path, corpora: list[str]) -> Table:
     return t
 
 
+def training_run(results_dir: Path, system: str) -> Path:
+    """The training folder of an evaluated system: its own, or for ``<model>_sent`` (a model
+    decoded sentence by sentence, decode.smk) the model's."""
+    run = results_dir / "train_model" / system
+    if not run.exists() and system.endswith(SENT_SUFFIX):
+        run = results_dir / "train_model" / system.removesuffix(SENT_SUFFIX)
+    return run
+
+
 def model_table(results_dir: Path, models: list[str], corpora: list[str]) -> Table:
-    """Parameters, training speed and decoding speed per model."""
-    t = Table("Models", ["Model", "Parameters", "Training tokens/s", "Decoding sentences/s",
-                         "Decoding tokens/s"])
-    for model in models:
-        run = results_dir / "train_model" / model
+    """Parameters (and their overhead over the baseline, as the papers report it), training
+    speed and decoding speed per model. Counts are the trainer's manifest ``counts``."""
+    t = Table("Models", ["Model", "Parameters", "vs baseline", "Trainable", "Training tokens/s",
+                         "Decoding sentences/s", "Decoding tokens/s"])
+    base_params = None
+    for k, model in enumerate(models):
+        run = training_run(results_dir, model)
         man = read_json(run / "manifest.json") if (run / "manifest.json").exists() else None
-        params = find_key(man, "num_parameters")
-        cfg_file = run / "checkpoints" / "best" / "config.yaml"
-        if params is None and cfg_file.exists():
-            params = find_key(yaml.safe_load(cfg_file.read_text()), "num_parameters")
+        counts = (man or {}).get("counts", {})
+        params, trainable = counts.get("parameters"), counts.get("trainable_parameters")
+        if k == 0:
+            base_params = params
+        overhead = (f"{100 * (params - base_params) / base_params:+.1f}%"
+                    if params and base_params else "n/a")
         speed = find_key(man, "tokens_per_s")
         if speed is None:
             train = [r["tokens_per_s"] for r in read_metrics(run / "metrics.jsonl")
@@ -237,9 +249,11 @@ def model_table(results_dir: Path, models: list[str], corpora: list[str]) -> Tab
             d = read_json(dm) if dm else None
             dec_s.append(find_key(d, "sentences_per_s"))
             dec_t.append(find_key(d, "tokens_per_s"))
-        t.rows.append([model, fmt(params), fmt(speed, 0), fmt(_mean(dec_s), 1), fmt(_mean(dec_t), 0)])
+        t.rows.append([model, fmt(params), overhead if k else "", fmt(trainable), fmt(speed, 0),
+                       fmt(_mean(dec_s), 1), fmt(_mean(dec_t), 0)])
     t.notes.append("Speeds as measured by the train and decode stages on their hardware "
-                   "(decoding: mean over test corpora).")
+                   "(decoding: mean over test corpora). Trainable: parameters updated by this "
+                   "job (two-step recipes freeze the baseline's).")
     return t
 
 
@@ -257,8 +271,13 @@ def plot_curves(results_dir: Path, models: list[str], out: Path) -> list[str]:
 
     fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(10, 4))
     missing = []
+    plotted: set[Path] = set()
     for model in models:
-        dev = [r for r in read_metrics(results_dir / "train_model" / model / "metrics.jsonl")
+        run = training_run(results_dir, model)
+        if run in plotted:   # <model>_sent: the same training curve as <model>
+            continue
+        plotted.add(run)
+        dev = [r for r in read_metrics(run / "metrics.jsonl")
                if r.get("split") == "dev" and "step" in r]
         if not dev:
             missing.append(model)

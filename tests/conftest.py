@@ -58,7 +58,10 @@ def tiny_config(work: Path, resources: Path, shared: Path) -> dict:
         "model_presets": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
                                    "dec_layers": 1}},
         "train": {**TINY_STEPS, "max_tokens": 1024},
-        "model_settings": {job: {"train": dict(TINY_STEPS)} for job in jobs},
+        # doct decodes the average of its last two checkpoints (steps 3 and 6)
+        "model_settings": {job: {"train": {**TINY_STEPS, **({"save_every": 3, "average_last_k": 2}
+                                                            if job == "doct" else {})}}
+                           for job in jobs},
         "decode": {"beam": 2, "max_len_b": 5},
         "score": {"bootstrap_samples": 50},
     }

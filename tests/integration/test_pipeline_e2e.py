@@ -62,6 +62,25 @@ def test_two_step_recipes(tiny_pipeline):
     assert aux.format("doc") in (logs / "crosstask.log").read_text()
 
 
+def test_report_gives_parameter_overheads_against_the_baseline(tiny_pipeline):
+    md = (tiny_pipeline / "results" / "report" / "report.md").read_text()
+    models = md.split("## Models")[1].split("##")[0]
+    row = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:]]
+           for r in models.splitlines() if r.startswith("| ")}
+    doct = _manifest(tiny_pipeline, "train_model", "doct", "manifest.json")["counts"]
+    base = _manifest(tiny_pipeline, "train_model", "transformer", "manifest.json")["counts"]
+    assert row["doct"][0] == f"{doct['parameters']:,}"
+    assert row["doct"][1] == f"{100 * (doct['parameters'] - base['parameters']) / base['parameters']:+.1f}%"
+    assert row["crosstask_sent"][0] == row["crosstask"][0] != "n/a"
+
+
+def test_averaging_jobs_are_decoded_from_their_averaged_checkpoint(tiny_pipeline):
+    doct = _manifest(tiny_pipeline, "decode_test", "doct", "bible", "test.manifest.json")
+    base = _manifest(tiny_pipeline, "decode_test", "transformer", "bible", "test.manifest.json")
+    assert any("train_model/doct/checkpoints/averaged" in p for p in doct["inputs"]), doct["inputs"]
+    assert any("train_model/transformer/checkpoints/best" in p for p in base["inputs"])
+
+
 def test_crosstask_is_decoded_by_document_and_by_sentence(tiny_pipeline):
     doc = _manifest(tiny_pipeline, "decode_test", "crosstask", "bible", "test.manifest.json")
     sent = _manifest(tiny_pipeline, "decode_test", "crosstask_sent", "bible", "test.manifest.json")

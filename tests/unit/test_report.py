@@ -65,7 +65,9 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
         lines += [{"step": s, "split": "dev", "loss": 5 - s / 50 - k, "bleu": s / 10 + k}
                   for s in (10, 20, 30)]
         (run / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\nnot json\n")
-        (run / "manifest.json").write_text(json.dumps({"num_parameters": 123456 * (k + 1)}))
+        # the trainer's manifest layout (pipeline_lib.train): counts.parameters / trainable
+        (run / "manifest.json").write_text(json.dumps({"counts": {
+            "parameters": 123456 * (k + 1), "trainable_parameters": 1000 * (k + 1)}}))
     refs = []
     hyp_args = []
     for corpus in corpora:
@@ -102,7 +104,7 @@ def test_report_with_one_model(tmp_path):
     assert html.count("<table>") == 4                       # results, discourse, data, models
     assert "transformer (baseline)" in html and SIG_MARK not in html.split("<ul")[0]
     assert "none configured" in html and "none configured" in md
-    assert "123,456" in html and "12.5" in html             # parameters, decode speed
+    assert "123,456" in html and "1,000" in html and "12.5" in html  # params, trainable, speed
     assert "nrefs:1|case:mixed" in md
     assert (out / report.CURVES_FILE).stat().st_size > 5000
     assert f"![Training curves (dev loss and BLEU against step)]({report.CURVES_FILE})" in md
@@ -131,6 +133,15 @@ def test_report_with_all_models_shows_deltas_daggers_and_suites(tmp_path):
     assert order == ["transformer", "han", "doct"]                # config order, baseline first
     md = (out / "report.md").read_text()
     assert md.count("| doct") >= 3 and "n/a" in md         # doct has no suite result
+    models_row = {r.split(" | ")[0].lstrip("| "): r for r in md.splitlines()
+                  if r.startswith("| han |") or r.startswith("| doct |")}
+    assert "+100.0%" in models_row["han"] and "+200.0%" in models_row["doct"]  # vs baseline
+
+
+def test_sentence_decoded_system_reads_its_models_training(tmp_path):
+    (tmp_path / "train_model" / "crosstask").mkdir(parents=True)
+    assert report.training_run(tmp_path, "crosstask_sent") == tmp_path / "train_model" / "crosstask"
+    assert report.training_run(tmp_path, "doct") == tmp_path / "train_model" / "doct"
 
 
 def test_report_survives_missing_training_outputs(tmp_path):

@@ -1,5 +1,7 @@
 """Test-set decoding with each trained model (pipeline_lib.decode)."""
 
+from pipeline_lib.constants import SENT_SUFFIX
+
 DECODE = config.get("decode", {})
 # `models` (baseline first): every trained model is decoded (workflow/rules/train.smk).
 DECODE_MODELS = list(config.get("models", ["transformer"]))
@@ -9,7 +11,7 @@ DECODE_MODELS = list(config.get("models", ["transformer"]))
 # alphabetically) read EVAL_SYSTEMS.
 DECODE_SYSTEMS = {m: (m, "document") for m in DECODE_MODELS}
 DECODE_SYSTEMS.update(
-    {f"{m}_sent": (m, "sentence") for m in DECODE_MODELS
+    {f"{m}{SENT_SUFFIX}": (m, "sentence") for m in DECODE_MODELS
      if config.get("model_settings", {}).get(m, {}).get("sentence_decode", False)}
 )
 EVAL_SYSTEMS = list(DECODE_SYSTEMS)
@@ -41,12 +43,17 @@ rule decode_test:
         greedy="--greedy" if DECODE.get("greedy", False) else "",
         mode=DECODE.get("mode", "auto"),
         unit=lambda wc: DECODE_SYSTEMS[wc.model][1],
+        # the job's average of its last k checkpoints when train.average_last_k > 1 (written by
+        # the same train_model job as best/; TRAIN_SPECS is train.smk's, read at DAG time)
+        weights=lambda wc: "averaged"
+        if TRAIN_SPECS[DECODE_SYSTEMS[wc.model][0]]["train"].get("average_last_k", 0) > 1
+        else "best",
         code=code_hash("decode", "models", "checkpoint", "batch"),
     threads: 1  # small models: one thread each, several decodes side by side
     conda:
         "../../envs/train.yaml"
     shell:
-        "python -m pipeline_lib.decode --checkpoint {input.checkpoint}"
+        "python -m pipeline_lib.decode --checkpoint $(dirname {input.checkpoint})/{params.weights}"
         " --shards {input.shards}/{params.task}/{wildcards.split} --spm {input.spm}"
         " --output {output.hyps} --manifest {output.manifest}"
         " --beam {params.beam} --lenpen {params.lenpen} --max-len-a {params.max_len_a}"
@@ -56,5 +63,5 @@ rule decode_test:
 
 FINAL_TARGETS.extend(
     expand(f"{RESULTS}/decode_test/{{model}}/{{corpus}}/{{split}}.manifest.json",
-           model=EVAL_SYSTEMS, corpus=CORPORA, split=DECODE_SPLITS)
+           model=EVAL_SYSTEMS, corpus=TEST_CORPORA, split=DECODE_SPLITS)
 )
