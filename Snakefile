@@ -10,6 +10,21 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# `--config preset=<name>`: a paper's setup from config/presets/ replaces whole sections of the
+# default (pipeline_lib/presets.py says why); command-line values still win.
+if config.get("preset"):
+    import sys
+
+    sys.path.insert(0, workflow.basedir)
+    from pipeline_lib.presets import apply_preset
+
+    apply_preset(
+        config,
+        Path(workflow.basedir, "config", "presets"),
+        workflow.config_settings.overwrite_config,
+    )
+
+
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

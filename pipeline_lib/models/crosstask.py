@@ -81,10 +81,10 @@ detokenising.
 
 Training and inference
 ----------------------
-Pre-training: :func:`task_schedule` (step, ``pretrain_doc_ratio``) says whether step ``step``
+Pre-training: :func:`task_schedule` (step, ``train.aux_ratio``) says whether step ``step``
 takes a translation batch (``Phase.SENTENCE``) or a restoration batch (``Phase.DOCUMENT``);
 0.5 alternates strictly, as in the paper. Fine-tuning (all parameters, from the pre-trained
-checkpoint via ``train.init_from``): :func:`task_schedule` with ``finetune_doc_ratio`` alternates
+checkpoint via ``train.init_from``): :func:`task_schedule` with ``train.aux_ratio`` alternates
 sentence-level and document-level batches of the parallel documents. Inference has two modes,
 both reported: **sentence** (plain sentence batches, gate off) and **document** (``doc_src`` =
 the source sub-document; no target history, so ``needs_history = False`` and sentences may be
@@ -103,8 +103,6 @@ N_g sentence-encoder layers; null = every encoder layer (N_g = N). Must be 1..en
 ``repr_dim`` (int | null, null): d_a of W_1 in Eq. 2; null = d_model.
 ``max_sentences`` (int, 30): sub-document size for document-level fine-tuning and inference
 (the paper's 30; read by the loader and the decoder, stored so a checkpoint says it).
-``pretrain_doc_ratio`` (float, 0.5): share of restoration batches in pre-training.
-``finetune_doc_ratio`` (float, 0.5): share of document-level batches in fine-tuning.
 """
 
 from __future__ import annotations
@@ -186,8 +184,6 @@ class CrossTaskConfig:
     global_layers: int | None = None
     repr_dim: int | None = None
     max_sentences: int = 30
-    pretrain_doc_ratio: float = 0.5
-    finetune_doc_ratio: float = 0.5
 
     @classmethod
     def from_extras(cls, extras: dict[str, Any], enc_layers: int) -> "CrossTaskConfig":
@@ -204,9 +200,6 @@ class CrossTaskConfig:
             raise ValueError(f"crosstask: repr_dim={c.repr_dim} must be >= 1")
         if c.max_sentences < 1:
             raise ValueError(f"crosstask: max_sentences={c.max_sentences} must be >= 1")
-        for name in ("pretrain_doc_ratio", "finetune_doc_ratio"):
-            if not 0.0 <= getattr(c, name) <= 1.0:
-                raise ValueError(f"crosstask: {name}={getattr(c, name)} must lie in [0, 1]")
         return c
 
     def n_global(self, enc_layers: int) -> int:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -23,8 +27,28 @@ def test_dry_run_plans_every_stage_of_the_default_pipeline(tmp_path):
                       "--config", f"results_dir={tmp_path / 'results'}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     planned = proc.stdout + proc.stderr
-    for rule in ("ingest_corpus", "all"):
-        assert rule in planned, planned
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", planned, re.M))
+    stages = ("ingest_corpus", "stanza_models", "parse_shard", "parse_corpus", "train_bpe",
+              "encode_bpe", "noise_docs", "make_shards", "verify_shards", "discourse_consistency",
+              "score_test", "report", "all")
+    assert all(s in jobs for s in stages), planned
+    # two stanza languages; the 7 training jobs are the 6 registered models and the cross-task
+    # pre-training; 7 decoded systems are the 6 models and cross-task sentence by sentence
+    assert (jobs["stanza_models"], jobs["train_model"], jobs["decode_test"]) == ("2", "7", "7")
+
+
+def test_missing_ldc_corpora_are_listed_before_anything_runs(tmp_path):
+    cfg = tmp_path / "ldc.yaml"
+    cfg.write_text(yaml.safe_dump({"downloads": {
+        "ldc": {"LDC2002E18": str(tmp_path), "LDC2003E07": str(tmp_path / "absent")},
+        "ldc_required": ["LDC2002E18", "LDC2003E07", "LDC2004T07"]}}))
+    proc = _snakemake("-n", "--directory", str(tmp_path), "-s", str(ROOT / "Snakefile"),
+                      "--configfile", str(ROOT / "config" / "config.yaml"), str(cfg))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"LDC2003E07: {tmp_path / 'absent'} is not a directory" in out, out
+    assert "LDC2004T07: no directory configured (downloads.ldc.LDC2004T07)" in out, out
+    assert "LDC2002E18:" not in out, out
 
 
 def test_lint_is_clean():
@@ -32,3 +56,21 @@ def test_lint_is_clean():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Lints for" not in out, out
+
+
+@pytest.mark.parametrize("preset,jobs", [
+    ("chen2021_en-de_ted", {"download_corpus": "2", "ingest_corpus": "2", "train_model": "3",
+                            "decode_test": "3"}),
+    ("jiang2019_es-en_ted", {"download_corpus": "1", "ingest_corpus": "1", "train_model": "2",
+                             "decode_test": "2"}),
+])
+def test_a_paper_preset_plans_its_own_corpora_and_models(tmp_path, preset, jobs):
+    # the Snakefile's `configfile: config/config.yaml` is read from the working directory
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    proc = _snakemake("-n", "--quiet", "rules", "--directory", str(tmp_path), "-s",
+                      str(ROOT / "Snakefile"), "--config", f"preset={preset}")
+    planned = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {k: planned.get(k) for k in jobs} == jobs, planned
+    # no DBSA in these setups: nothing is parsed
+    assert "stanza_models" not in planned and "parse_shard" not in planned

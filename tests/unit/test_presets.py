@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import update_config, validate
+from snakemake.utils import validate
 
 from pipeline_lib.download import CATALOGUE, LDC_TRAIN, NIST_SETS
+from pipeline_lib.presets import apply_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -32,10 +33,31 @@ def test_preset_names_only_schema_keys_and_validates_merged(preset):
     data = _load(preset)
     unknown = set(data) - set(schema["properties"])
     assert not unknown, f"{preset.name}: keys unknown to the schema: {sorted(unknown)}"
-    # --configfile semantics: the preset is merged over config/config.yaml, then validated.
-    config = copy.deepcopy(_load(ROOT / "config/config.yaml"))
-    update_config(config, data)
+    # `--config preset=<name>`: the preset's sections replace the default's, then validated.
+    config = {**copy.deepcopy(_load(ROOT / "config/config.yaml")), "preset": preset.stem}
+    apply_preset(config, preset.parent, {"preset": preset.stem})
     validate(config, str(SCHEMA))
+    assert "bible" not in config["corpora"]
+    # every job trains and validates on corpora of the preset, every scored corpus has a test set
+    jobs = set(config["models"]) | {s["init_from"] for s in config["model_settings"].values()
+                                     if s.get("init_from")}
+    for job in jobs:
+        settings = config["model_settings"].get(job, {})
+        assert settings.get("corpus", config["train"]["corpus"]) in config["corpora"], job
+    assert (config["train"].get("dev_corpus") or config["train"]["corpus"]) in config["corpora"]
+    for corpus in config["score"].get("corpora") or config["corpora"]:
+        assert "test" in config["corpora"][corpus]["splits"], corpus
+    assert config["model"]["preset"] == "base"
+
+
+def test_command_line_values_win_over_a_preset(tmp_path):
+    config = {**_load(ROOT / "config/config.yaml"), "preset": "jiang2019_es-en_ted"}
+    overrides = {"preset": "jiang2019_es-en_ted", "train": {"max_steps": 7}}
+    apply_preset(config, ROOT / "config/presets", overrides)
+    assert config["train"]["max_steps"] == 7 and config["train"]["warmup"] == 4000
+    assert config["stanza"] == _load(ROOT / "config/config.yaml")["stanza"]  # not in the preset
+    with pytest.raises(ValueError, match="available: chen2021_en-de_europarl"):
+        apply_preset({"preset": "nope"}, ROOT / "config/presets", {})
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)

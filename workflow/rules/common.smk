@@ -13,6 +13,8 @@ RESULTS = config.get("results_dir", "results")
 RESOURCES = config.get("resources_dir", "resources")
 SHARED = os.environ.get("DOCMT_SHARED", config.get("shared_dir", "../shared"))
 CORPORA = list(config["corpora"])
+# Corpora decoded and scored on score.test_splits (training-only corpora have no test split).
+TEST_CORPORA = list(config.get("score", {}).get("corpora") or CORPORA)
 
 # Rule files append what `rule all` must build; final_targets() is evaluated after all includes.
 FINAL_TARGETS = []

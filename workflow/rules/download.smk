@@ -3,6 +3,18 @@
 DOWNLOADS = config.get("downloads", {})
 LDC_REQUIRED = DOWNLOADS.get("ldc_required", [])
 
+if LDC_REQUIRED:
+    # Before the DAG is built: the LDC readers would otherwise fail on the first missing file
+    # alone, while a user wants the list of everything to obtain.
+    from snakemake.exceptions import WorkflowError
+
+    from pipeline_lib.download import DownloadError, check_ldc
+
+    try:
+        check_ldc(DOWNLOADS.get("ldc", {}), LDC_REQUIRED)
+    except DownloadError as e:
+        raise WorkflowError(str(e)) from None
+
 
 wildcard_constraints:
     download="[a-z0-9_]+",

@@ -84,6 +84,8 @@ rule parse_corpus:
         " --out-dir $(dirname {output.src}) > {log} 2>&1"
 
 
-FINAL_TARGETS.extend(
-    expand(f"{RESULTS}/parse_corpus/{{corpus}}/manifest.json", corpus=CORPORA)
-)
+# Parses feed the subword heads (DBSA); setups without them (bpe.use_parses: false) skip stanza.
+if config.get("bpe", {}).get("use_parses", True):
+    FINAL_TARGETS.extend(
+        expand(f"{RESULTS}/parse_corpus/{{corpus}}/manifest.json", corpus=CORPORA)
+    )

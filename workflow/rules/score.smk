@@ -10,16 +10,16 @@ DISCOURSE_SUITES = SCORE.get("discourse_suites", {})
 
 # (model, corpus, split, hypothesis file) of every test set, and the flags naming them all
 SCORE_HYPS = [(m, c, s, f"{RESULTS}/decode_test/{m}/{c}/{s}.parquet")
-              for m in SCORE_MODELS for c in CORPORA for s in SCORE_SPLITS]
+              for m in SCORE_MODELS for c in TEST_CORPORA for s in SCORE_SPLITS]
 SCORE_ARGS = " ".join(
-    [f"--refs {c} {RESULTS}/ingest_corpus/{c}/docs.parquet" for c in CORPORA]
+    [f"--refs {c} {RESULTS}/ingest_corpus/{c}/docs.parquet" for c in TEST_CORPORA]
     + [f"--hyp {m} {c} {s} {p}" for m, c, s, p in SCORE_HYPS]
 )
 
 
 rule score_test:
     input:
-        refs=expand(f"{RESULTS}/ingest_corpus/{{corpus}}/docs.parquet", corpus=CORPORA),
+        refs=expand(f"{RESULTS}/ingest_corpus/{{corpus}}/docs.parquet", corpus=TEST_CORPORA),
         hyps=[p for *_, p in SCORE_HYPS],
     output:
         scores=f"{RESULTS}/score_test/scores.json",
@@ -43,7 +43,7 @@ rule score_test:
 
 rule discourse_consistency:
     input:
-        refs=expand(f"{RESULTS}/ingest_corpus/{{corpus}}/docs.parquet", corpus=CORPORA),
+        refs=expand(f"{RESULTS}/ingest_corpus/{{corpus}}/docs.parquet", corpus=TEST_CORPORA),
         hyps=[p for *_, p in SCORE_HYPS],
     output:
         consistency=f"{RESULTS}/discourse_consistency/consistency.json",

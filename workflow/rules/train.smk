@@ -3,6 +3,7 @@ two-step recipes of the papers (config model_settings: init_from / freeze / data
 
 TRAIN = dict(config.get("train", {}))
 TRAIN_CORPUS = TRAIN.pop("corpus", CORPORA[0])
+DEV_CORPUS = TRAIN.pop("dev_corpus", None)  # None: each job validates on its training corpus
 MODEL_SECTION = config.get("model", {})
 CLUSTER = config.get("cluster", {})
 MODEL_SETTINGS = config.get("model_settings", {})
@@ -26,6 +27,7 @@ for _job in TRAIN_JOBS:
     _s = MODEL_SETTINGS.get(_job, {})
     # step 2 starts from step 1's best checkpoint
     _init = f"{RESULTS}/train_model/{_s['init_from']}/checkpoints/best" if _s.get("init_from") else None
+    _corpus = _s.get("corpus", TRAIN_CORPUS)
     TRAIN_SPECS[_job] = {
         "model": {
             **config["model_presets"][_s.get("preset", MODEL_SECTION.get("preset", "tiny"))],
@@ -33,8 +35,10 @@ for _job in TRAIN_JOBS:
             "extras": dict(_s.get("extras", {})),
         },
         "data": _s.get("data", "sent"),
+        "corpus": _corpus,
+        "dev_corpus": DEV_CORPUS or _corpus,
         "init": [_init] if _init else [],
-        "aux": f"--aux-shards {RESULTS}/make_shards/{TRAIN_CORPUS}/{_s['aux']}/train"
+        "aux": f"--aux-shards {RESULTS}/make_shards/{_corpus}/{_s['aux']}/train"
         if _s.get("aux") else "",
         "train": {
             **TRAIN,
@@ -50,7 +54,8 @@ rule train_model:
     wildcard_constraints:
         model="|".join(sorted(TRAIN_JOBS, key=len, reverse=True)),
     input:
-        shards=f"{RESULTS}/make_shards/{TRAIN_CORPUS}",
+        shards=lambda wc: f"{RESULTS}/make_shards/{TRAIN_SPECS[wc.model]['corpus']}",
+        dev_shards=lambda wc: f"{RESULTS}/make_shards/{TRAIN_SPECS[wc.model]['dev_corpus']}",
         spm=f"{RESULTS}/train_bpe/spm.model",
         init=lambda wc: TRAIN_SPECS[wc.model]["init"],
     output:
@@ -86,7 +91,7 @@ rule train_model:
         "OMP_NUM_THREADS={threads} python -m pipeline_lib.launch --nodes {params.nodes}"
         " --gpus-per-node {params.gpus} --"
         " --config-json {params.cfg:q} --shards {input.shards}/{params.data}/train"
-        " --dev-shards {input.shards}/{params.data}/dev {params.aux} --spm {input.spm}"
+        " --dev-shards {input.dev_shards}/{params.data}/dev {params.aux} --spm {input.spm}"
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
