@@ -34,8 +34,8 @@ Choices
   dropout applies to A_parse when it weights V_parse (as in the other heads), never to the
   A_parse that the loss reads.
 * Layers: ``parse_layer_enc`` / ``parse_layer_dec`` are 1-based like the paper's p_e = p_d = 4 of
-  6; for a shallower stack they are clamped to its last layer (the tiny default has 2 + 2 layers,
-  so the parse heads sit in layer 2 of each).
+  6; for a shallower stack they are clamped to its last layer (the tiny default has 3 + 3 layers,
+  so the parse heads sit in layer 3 of each).
 * e_parse is the mean cross-entropy over the supervised positions of the batch (a per-token
   quantity, which the trainer weights by the number of target tokens like the token CE).
 * Subword heads follow the paper's Sec. 3.2 projection (pipeline_lib/subword_heads.py); the

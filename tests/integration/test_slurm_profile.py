@@ -128,8 +128,7 @@ def test_real_workflow_ingests_a_tiny_corpus_through_the_slurm_profile(tmp_path)
     for var in [v for v in env if v.startswith("SLURM_")]:
         del env[var]
     target = tmp_path / "results/ingest_corpus/tiny/manifest.json"
-    # --cores: train.smk reads workflow.cores at parse time, which is undefined under a cluster
-    # executor without it (reported to the lead); ingest_corpus runs with 1 thread either way.
+    # --cores caps the threads of local jobs; ingest_corpus runs with 1 thread either way.
     cmd = [sys.executable, "-m", "snakemake", str(target),
            "--workflow-profile", str(ROOT / "profiles/slurm"), "--configfile", str(config),
            "--slurm-init-seconds-before-status-checks", "1", "--retries", "0", "--jobs", "2",

@@ -1,0 +1,112 @@
+"""Peak CPU RAM of the training data loader as the corpus grows: it must stay flat.
+
+    .venv/bin/python bench/loader_memory.py [--sizes 100000 1000000 10000000] [--work DIR]
+        [--max-tokens 4096] [--batches 0]
+
+For each size, synthetic sentence shards in the make_shards layout (20,000 rows per shard,
+2,000 per row group, 5-40 token ids per side) are written once under ``--work`` and reused. One
+epoch of ``pipeline_lib.data.TrainLoader`` (SENTENCE mode, the baseline's loader) then runs in a
+fresh subprocess, so its peak RSS (VmHWM) is the loader's own; ``--batches N`` stops after N
+batches (0: the whole epoch). Prints one line per size and, last, the ratio of the largest
+size's peak RSS to the smallest's (1.0 = flat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ROWS_PER_SHARD = 20_000
+ROW_GROUP = 2_000
+VOCAB = 8_000
+
+
+def _ids(rng: np.random.Generator, n: int) -> pa.Array:
+    lengths = rng.integers(5, 41, n)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = rng.integers(4, VOCAB, int(offsets[-1]), dtype=np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def write_shards(directory: Path, n_rows: int, seed: int = 0) -> None:
+    """Shards of ``n_rows`` pairs, written shard by shard (never the whole corpus in memory)."""
+    if (directory / "index.parquet").exists():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    index = []
+    for k, start in enumerate(range(0, n_rows, ROWS_PER_SHARD)):
+        n = min(ROWS_PER_SHARD, n_rows - start)
+        rows = np.arange(start, start + n)
+        src, tgt = _ids(rng, n), _ids(rng, n)
+        table = pa.table({"doc_id": pa.array([f"d{r // 25}" for r in rows]),
+                          "sent_idx": pa.array(rows % 25, pa.int32()),
+                          "src_ids": src, "tgt_ids": tgt})
+        name = f"shard-{k:05d}.parquet"
+        pq.write_table(table, directory / name, row_group_size=ROW_GROUP)
+        index.append({"file": name, "rows": n})
+    pq.write_table(pa.Table.from_pylist(index), directory / "index.parquet")
+
+
+def measure(directory: Path, max_tokens: int, max_batches: int) -> dict:
+    """One epoch of the loader in this process; returns batches, rows/s and peak RSS (MiB)."""
+    import torch
+
+    from pipeline_lib.data import DataPosition, LoaderConfig, TrainLoader
+
+    torch.set_num_threads(1)
+    loader = TrainLoader(directory, LoaderConfig(max_tokens=max_tokens, seed=1))
+    t0 = time.perf_counter()
+    batches = rows = 0
+    for _, batch in loader.iterate(DataPosition(0, 0)):
+        batches += 1
+        rows += batch.src.size(0)
+        if max_batches and batches >= max_batches:
+            break
+    seconds = time.perf_counter() - t0
+    hwm = next(line for line in Path("/proc/self/status").read_text().splitlines()
+               if line.startswith("VmHWM"))
+    return {"batches": batches, "rows": rows, "seconds": round(seconds, 1),
+            "rows_per_s": round(rows / seconds), "peak_rss_mib": int(hwm.split()[1]) // 1024}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    p.add_argument("--work", type=Path, default=Path("/tmp/docmt_bench_loader"))
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--batches", type=int, default=0, help="stop after N batches (0: full epoch)")
+    p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        print(json.dumps(measure(a.child, a.max_tokens, a.batches)))
+        return
+    peaks = []
+    for n in a.sizes:
+        directory = a.work / f"rows{n}"
+        t0 = time.perf_counter()
+        write_shards(directory, n)
+        written = time.perf_counter() - t0
+        out = subprocess.run([sys.executable, __file__, "--child", str(directory), "--max-tokens",
+                              str(a.max_tokens), "--batches", str(a.batches)],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        peaks.append(r["peak_rss_mib"])
+        print(f"{n:>10,} pairs (shards written in {written:.0f}s): {r['batches']:,} batches, "
+              f"{r['rows_per_s']:,} rows/s, peak RSS {r['peak_rss_mib']} MiB")
+    print(f"peak RSS ratio {a.sizes[-1]:,} vs {a.sizes[0]:,} pairs: {peaks[-1] / peaks[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
