@@ -205,8 +205,8 @@ def iter_units(path: Path, key_cols: Sequence[str], columns: Sequence[str] | Non
                batch_rows: int = 4096) -> Iterator[list[dict]]:
     """Runs of consecutive rows sharing ``key_cols`` (documents), read ``batch_rows`` at a time.
 
-    Like schema.iter_documents, but with small batches: rows of id lists cost ~1 kB each as
-    Python objects, and a 64k-row batch would dominate the memory of every stage."""
+    Small batches: rows of id lists cost ~1 kB each as Python objects, and a 64k-row batch
+    would dominate the memory of every stage."""
     unit: list[dict] = []
     key = None
     for batch in stream_batches(path, columns, batch_size=batch_rows):

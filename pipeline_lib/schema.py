@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -133,23 +133,3 @@ def doc_writer(path: Path, **kw) -> RowWriter:
 
 def quarantine_writer(path: Path, **kw) -> RowWriter:
     return RowWriter(Path(path), QUARANTINE_SCHEMA, **kw)
-
-
-def iter_documents(path: Path, columns: list[str] | None = None) -> Iterator[list[dict]]:
-    """Yield documents (lists of row dicts in sentence order) from a document Parquet file.
-
-    Streams by row group; relies on the writer's guarantee that a document's rows are contiguous.
-    """
-    pf = pq.ParquetFile(str(path))
-    current: list[dict] = []
-    key = None
-    for batch in pf.iter_batches(columns=columns):
-        for row in batch.to_pylist():
-            k = (row.get("corpus"), row.get("split"), row["doc_id"])
-            if key is not None and k != key:
-                yield current
-                current = []
-            key = k
-            current.append(row)
-    if current:
-        yield current

@@ -2,7 +2,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline_lib.schema import DOC_SCHEMA, Sentence, doc_writer, iter_documents
+from pipeline_lib.noise import iter_units
+from pipeline_lib.schema import DOC_SCHEMA, Sentence, doc_writer
+
+DOC_KEY = ("corpus", "split", "doc_id")
 
 
 def _rows():
@@ -20,7 +23,7 @@ def test_round_trip_streams_documents_across_row_groups(tmp_path: Path):
     pf = pq.ParquetFile(path)
     assert pf.schema_arrow == DOC_SCHEMA
     assert pf.metadata.num_row_groups == 8  # 15 rows in groups of 2
-    docs = list(iter_documents(path))
+    docs = list(iter_units(path, DOC_KEY))
     assert [len(d) for d in docs] == [4, 5, 6]
     assert [r["sent_idx"] for r in docs[2]] == list(range(6))
     assert docs[1][0]["tgt"] == ["tgt 1 0"]
@@ -31,4 +34,4 @@ def test_empty_writer_leaves_a_valid_file(tmp_path: Path):
     with doc_writer(path):
         pass
     assert pq.read_table(path).num_rows == 0
-    assert list(iter_documents(path)) == []
+    assert list(iter_units(path, DOC_KEY)) == []
