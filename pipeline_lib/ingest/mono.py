@@ -1,4 +1,5 @@
-"""Readers ``mono_sgml`` and ``mono_text``: target-language monolingual documents (split ``mono``).
+"""Readers ``mono_sgml`` and ``mono_text``: source-language monolingual documents (split ``mono``,
+text in the ``src`` column), the input of the document-restoration noise (Chen et al. 2021).
 
 Spec keys (``corpora.<name>``)::
 
