@@ -1,8 +1,12 @@
 """Document-level NMT, raw corpora to a scored report. See README.md."""
 
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
+
+# The rules and the preset step below import pipeline_lib from this checkout.
+sys.path.insert(0, workflow.basedir)
 
 min_version("9.0")
 
@@ -13,9 +17,6 @@ configfile: "config/config.yaml"
 # `--config preset=<name>`: a paper's setup from config/presets/ replaces whole sections of the
 # default (pipeline_lib/presets.py says why); command-line values still win.
 if config.get("preset"):
-    import sys
-
-    sys.path.insert(0, workflow.basedir)
     from pipeline_lib.presets import apply_preset
 
     apply_preset(

@@ -2,10 +2,7 @@
 
 import json
 import os
-import sys
 from pathlib import Path
-
-sys.path.insert(0, workflow.basedir)
 
 from pipeline_lib.codehash import code_hash
 
