@@ -23,13 +23,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline_lib.decode import BeamConfig, read_shards, translate_sentences  # noqa: E402
+from pipeline_lib.evaluate.decode import BeamConfig, read_shards, translate_sentences  # noqa: E402
 from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
 
 
 def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
     if args.checkpoint:
-        from pipeline_lib.checkpoint import load_model
+        from pipeline_lib.training.checkpoint import load_model
 
         model, cfg = load_model(args.checkpoint, device=args.device)
     else:

@@ -5,7 +5,7 @@
 
 For each size, synthetic sentence shards in the make_shards layout (20,000 rows per shard,
 2,000 per row group, 5-40 token ids per side) are written once under ``--work`` and reused. One
-epoch of ``pipeline_lib.data.TrainLoader`` (SENTENCE mode, the baseline's loader) then runs in a
+epoch of ``pipeline_lib.training.data.TrainLoader`` (SENTENCE mode, the baseline's loader) then runs in a
 fresh subprocess, so its peak RSS (VmHWM) is the loader's own; ``--batches N`` stops after N
 batches (0: the whole epoch). Prints one line per size and, last, the ratio of the largest
 size's peak RSS to the smallest's (1.0 = flat).
@@ -63,7 +63,7 @@ def measure(directory: Path, max_tokens: int, max_batches: int) -> dict:
     """One epoch of the loader in this process; returns batches, rows/s and peak RSS (MiB)."""
     import torch
 
-    from pipeline_lib.data import DataPosition, LoaderConfig, TrainLoader
+    from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 
     torch.set_num_threads(1)
     loader = TrainLoader(directory, LoaderConfig(max_tokens=max_tokens, seed=1))

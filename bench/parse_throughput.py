@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline_lib.parse import ParseSettings, _text, select_rows, tokenize  # noqa: E402
-from pipeline_lib.stanza_models import load_pipeline, read_gold  # noqa: E402
+from pipeline_lib.parse.dependencies import ParseSettings, _text, select_rows, tokenize  # noqa: E402
+from pipeline_lib.parse.stanza_models import load_pipeline, read_gold  # noqa: E402
 
 
 def sentences(args: argparse.Namespace) -> list[list[str]]:

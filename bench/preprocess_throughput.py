@@ -1,5 +1,5 @@
 """Throughput and memory of the preprocessing hot path: BPE encoding + subword-head projection
-(pipeline_lib.bpe.encode_corpus with parse files) + restoration noising (pipeline_lib.noise).
+(pipeline_lib.preprocess.bpe.encode_corpus with parse files) + restoration noising (pipeline_lib.preprocess.noise).
 
 For each size (default 100k and 1M sentences) a corpus is synthesised by repeating the embedded
 Bible ingest (``results/ingest_corpus/bible/docs.parquet``; synthetic Spanish-like text when it
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pipeline_lib import bpe, noise  # noqa: E402
+from pipeline_lib.preprocess import bpe, noise  # noqa: E402
 from pipeline_lib.schema import Sentence, doc_writer  # noqa: E402
 
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"

@@ -25,8 +25,8 @@ from pipeline_lib.batch import Batch  # noqa: E402
 from pipeline_lib.constants import BOS_ID, EOS_ID  # noqa: E402
 from pipeline_lib.models.config import ModelConfig  # noqa: E402
 from pipeline_lib.models.registry import build_model  # noqa: E402
-from pipeline_lib.optim import build_optimizer, label_smoothed_nll  # noqa: E402
-from pipeline_lib.train import _autocast  # noqa: E402
+from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll  # noqa: E402
+from pipeline_lib.training.train import _autocast  # noqa: E402
 
 
 def random_batch(n_tokens: int, seq_len: int, vocab: int, device: torch.device) -> Batch:

@@ -83,7 +83,7 @@ def tiny_pipeline(tmp_path_factory, request, shared_dir) -> Path:
     """A completed tiny run of the whole DAG (``snakemake --cores 2``); returns its directory.
 
     Stanza's kept models live in a pytest cache folder (``resources_dir``), so later sessions
-    reuse them instead of training again (pipeline_lib.stanza_models reuses kept models that
+    reuse them instead of training again (pipeline_lib.parse.stanza_models reuses kept models that
     were trained with the same settings).
     """
     if not (shared_dir / "ud").is_dir():

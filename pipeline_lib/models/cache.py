@@ -66,7 +66,7 @@ doc_start True), so the cache of row b carries over from one batch to the next. 
 starts fresh streams (all rows empty). A missing ``doc_start`` is an error, not a sentence-level
 fallback. Training and evaluation keep separate caches, so a validation pass in the middle of
 training does not disturb the training streams.
-Decoding: ``pipeline_lib.decode.translate_documents`` (``needs_history = True``) calls
+Decoding: ``pipeline_lib.evaluate.decode.translate_documents`` (``needs_history = True``) calls
 ``start_documents(n)``, then per sentence index a search over a batch whose
 ``batch.extra["doc_slot"]`` (B,) long gives each row's document slot, then
 ``finish_sentences(1-best ids, slots)``. A search without ``doc_slot`` (sentence mode, the

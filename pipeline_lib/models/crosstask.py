@@ -4,7 +4,7 @@ Neural Machine Translation with Cross-Task Pre-training", ACL 2021
 
 One model learns two tasks at once (paper Sec. 3): (a) sentence-level translation on sentence
 pairs and (b) document restoration on source-side monolingual documents noised by CA-GSR /
-CA-MSR (pipeline_lib/noise.py), then is fine-tuned on the parallel documents with sentence- and
+CA-MSR (pipeline_lib/preprocess/noise.py), then is fine-tuned on the parallel documents with sentence- and
 document-level batches alternating. The architecture (paper Sec. 2) adds to the Transformer a
 **global context encoder** and a **gate** on the encoder output::
 
@@ -39,7 +39,7 @@ Choices the paper leaves open (all recorded here):
   attends to its document's sentence vectors; its own vector in C comes from its entry in
   ``doc_src`` (for translation the same sentence, so the two are identical; for CA-GSR the
   document holds only ``<mask1>`` at the gap, so the gap sentence never leaks into the context,
-  as pipeline_lib/noise.py specifies). Hence the model does not need the index of the current
+  as pipeline_lib/preprocess/noise.py specifies). Hence the model does not need the index of the current
   sentence, and several rows can share one encoded document (``doc_index``).
 * W_1 is (d_a, d) with d_a = ``repr_dim`` (default d), w_2 is (1, d_a), both bias-free as in
   Eq. 2; padded words get alpha = 0. W_g is a bias-free (2d, d) matrix: an element-wise gate.
@@ -73,7 +73,7 @@ absent, N must equal B and row b reads document b. Rows of the same sub-document
 * translation: ``src = [<2tgt>] + src_ids + [EOS]``, ``tgt_in = [BOS, <2tgt>] + tgt_ids``,
   ``tgt_out = [<2tgt>] + tgt_ids + [EOS]``; document-level: ``doc_src`` = the tagged source
   sentences of the row's sub-document. Long documents are cut into sub-documents of at most
-  ``max_sentences`` sentences with pipeline_lib.noise.split_document (balanced sizes, the split
+  ``max_sentences`` sentences with pipeline_lib.preprocess.noise.split_document (balanced sizes, the split
   the restoration data uses).
 
 Hypotheses begin with the target tag piece; the decoder strips that first token before

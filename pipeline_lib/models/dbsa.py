@@ -38,7 +38,7 @@ Choices
   so the parse heads sit in layer 3 of each).
 * e_parse is the mean cross-entropy over the supervised positions of the batch (a per-token
   quantity, which the trainer weights by the number of target tokens like the token CE).
-* Subword heads follow the paper's Sec. 3.2 projection (pipeline_lib/subword_heads.py); the
+* Subword heads follow the paper's Sec. 3.2 projection (pipeline_lib/preprocess/subword_heads.py); the
   sentence's final EOS and the decoder's BOS have no head (-1).
 
 Data
@@ -47,7 +47,7 @@ Reads ``batch.src`` (B, S), ``tgt_in`` (B, T), ``tgt_out`` as the baseline, plus
 
 * ``batch.src_heads`` (B, S) long: for source position s (aligned to ``src``, EOS and PAD = -1)
   the 0-based position in ``src`` of its head piece; root pieces point to themselves.
-* ``batch.tgt_heads`` (B, T) long, as built by ``pipeline_lib.data.collate``: position 0 (BOS)
+* ``batch.tgt_heads`` (B, T) long, as built by ``pipeline_lib.training.data.collate``: position 0 (BOS)
   is -1 and position t >= 1 (the input token ``tgt_in[t] = y[t-1]``) holds the head of y[t-1] as
   a 0-based position **in y** (the target without BOS; the shard's values, unchanged). The parse
   head's key at ``tgt_in`` position h+1 holds y[h], so the gold key of query t is
@@ -92,7 +92,7 @@ from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import Attention, AttnKind, LayerContext
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import Transformer
-from pipeline_lib.subword_heads import NO_HEAD   # -1: no supervision for a position
+from pipeline_lib.preprocess.subword_heads import NO_HEAD   # -1: no supervision for a position
 
 SELF_ATTN = "self_attn"            # the block whose attention function gets the parse head
 PARSE_PARAMS = ("parse_u1", "parse_u2")

@@ -7,7 +7,7 @@ sqrt(d_model) (Sec. 3.4), post-norm residual blocks (Sec. 5.4) unless ``norm_fir
 Context-aware models subclass :class:`Transformer` and use its extension points instead of
 copying methods: ``Layer.insert`` (extra sub-layers, see layers.py), ``extra_memories`` (more
 states to attend to), ``project`` (after the last decoder layer), and the document hooks
-``start_documents`` / ``finish_sentences`` that pipeline_lib.decode calls in document mode.
+``start_documents`` / ``finish_sentences`` that pipeline_lib.evaluate.decode calls in document mode.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ class DecoderState:
 class Transformer(nn.Module):
     """Encoder-decoder Transformer; ``forward`` for training, ``encode``/``decode_step`` for search."""
 
-    #: pipeline_lib.decode translates document by document (history in order) when True.
+    #: pipeline_lib.evaluate.decode translates document by document (history in order) when True.
     needs_history: bool = False
-    data_mode: DataMode = DataMode.SENTENCE   # which loader feeds it (pipeline_lib.data)
+    data_mode: DataMode = DataMode.SENTENCE   # which loader feeds it (pipeline_lib.training.data)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

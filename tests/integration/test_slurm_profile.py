@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIMS = ROOT / "tests" / "shims"
 
 # Rule names and shapes like the real workflow's: CPU parse shards fanned out, a GPU trainer that starts
-# through pipeline_lib.launch, a GPU decoder, and a local `all`.
+# through pipeline_lib.training.launch, a GPU decoder, and a local `all`.
 SNAKEFILE = textwrap.dedent("""
     localrules: all
 
@@ -39,7 +39,7 @@ SNAKEFILE = textwrap.dedent("""
     rule train_model:
         input: expand("shards/shard-{shard}.txt", shard=SHARDS)
         output: "train/launch.txt"
-        shell: "python -m pipeline_lib.launch --print-only --gpus-per-node 1 -- --steps 3 > {output}"
+        shell: "python -m pipeline_lib.training.launch --print-only --gpus-per-node 1 -- --steps 3 > {output}"
 
     rule decode_test:
         input: rules.train_model.output

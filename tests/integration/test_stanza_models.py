@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib import stanza_models as sm
-from pipeline_lib.parse import valid_tree
+from pipeline_lib.parse import stanza_models as sm
+from pipeline_lib.parse.dependencies import valid_tree
 
 TREEBANK = {"name": "UD_Spanish-GSD", "prefix": "es_gsd"}
 TINY = {"tagger_steps": 8, "parser_steps": 8, "hidden_dim": 32, "deep_biaff_hidden_dim": 32,

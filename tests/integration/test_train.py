@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline_lib import checkpoint as ckpt
-from pipeline_lib.data import DataPosition, LoaderConfig, TrainLoader
-from pipeline_lib.train import EXIT_REQUEUE, TrainConfig, run_record, same_run, train
+from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
+from pipeline_lib.training.train import EXIT_REQUEUE, TrainConfig, run_record, same_run, train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_data import write_corpus  # noqa: E402  (shared shard builder)
@@ -43,7 +43,7 @@ def _env() -> dict[str, str]:
 def _cli(corpus, out: Path, train_cfg: dict) -> list[str]:
     shards, dev, spm_model = corpus
     cfg = json.dumps({"model": TINY, "train": train_cfg})
-    return ["-m", "pipeline_lib.train", "--config-json", cfg, "--shards", str(shards),
+    return ["-m", "pipeline_lib.training.train", "--config-json", cfg, "--shards", str(shards),
             "--dev-shards", str(dev), "--spm", str(spm_model), "--out-dir", str(out)]
 
 
@@ -53,7 +53,7 @@ def _metrics(out: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_copy_task_learns_and_decodes(corpus, tmp_path):
-    from pipeline_lib.decode import BeamConfig, greedy_search
+    from pipeline_lib.evaluate.decode import BeamConfig, greedy_search
 
     torch.set_num_threads(1)
     shards, dev, spm_model = corpus

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
 
-from pipeline_lib import bpe
+from pipeline_lib.preprocess import bpe
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.schema import Sentence, doc_writer
 

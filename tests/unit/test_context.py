@@ -1,13 +1,13 @@
-"""Context building (pipeline_lib/context.py) on hand examples and a real sentencepiece model."""
+"""Context building (pipeline_lib/training/context.py) on hand examples and a real sentencepiece model."""
 
 from __future__ import annotations
 
 import pytest
 import sentencepiece as spm
 
-from pipeline_lib.bpe import user_symbols
+from pipeline_lib.preprocess.bpe import user_symbols
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, SENT_BREAK, UNK_ID, DataMode, lang_tag
-from pipeline_lib.context import (CTX_KEY, ContextSpec, SpecialIds, add_context, context_ids,
+from pipeline_lib.training.context import (CTX_KEY, ContextSpec, SpecialIds, add_context, context_ids,
                                   context_sentences, context_tensors, random_previous)
 
 BRK = 9
@@ -91,7 +91,7 @@ def test_contrastive_scorer_builds_the_training_context(tmp_path, name, extras):
     """discourse.CheckpointScorer feeds the model the same context the loader builds."""
     import torch
 
-    from pipeline_lib.discourse import CheckpointScorer
+    from pipeline_lib.evaluate.discourse import CheckpointScorer
     from pipeline_lib.models import ModelConfig, build_model
 
     text = tmp_path / "t.txt"

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.decode import BeamConfig, beam_search
+from pipeline_lib.evaluate.decode import BeamConfig, beam_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.crosstask import (DOC_INDEX, DOC_SRC, CrossTaskTransformer,
                                            GlobalContextGate, Phase, SentenceRepresentation,
                                            document_extra, task_schedule)
-from pipeline_lib.optim import build_optimizer, label_smoothed_nll
-from pipeline_lib.train import apply_freeze, init_from_checkpoint
+from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
+from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
 
 torch.set_num_threads(1)
 

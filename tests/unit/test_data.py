@@ -12,7 +12,7 @@ import sentencepiece as spm
 import torch
 
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from pipeline_lib.data import DataPosition, LoaderConfig, ShardStream, TrainLoader, dev_batches
+from pipeline_lib.training.data import DataPosition, LoaderConfig, ShardStream, TrainLoader, dev_batches
 
 WORDS = ("casa perro gato libro agua tierra cielo mar sol luna rio monte arbol flor camino "
          "pueblo noche dia fuego viento piedra campo barco puerta mesa").split()
@@ -167,8 +167,8 @@ def write_doc_corpus(root: Path, n_docs: int = 30, n_shards: int = 2, row_group:
     groups so row groups do split documents) and restoration shards (RESTORE_SCHEMA, one
     sub-document per document), encoded with a real sentencepiece model that has the project's
     user symbols (``####``, language tags). Returns (doc dir, restore dir, spm model)."""
-    from pipeline_lib.bpe import user_symbols
-    from pipeline_lib.noise import RESTORE_SCHEMA
+    from pipeline_lib.preprocess.bpe import user_symbols
+    from pipeline_lib.preprocess.noise import RESTORE_SCHEMA
 
     rng = random.Random(seed)
     docs = [[" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
@@ -235,7 +235,7 @@ def _doc_rows(doc_dir: Path) -> dict[tuple[str, int], list[int]]:
 
 
 def _spec(mode, spm_model, **kw):
-    from pipeline_lib.context import ContextSpec, SpecialIds
+    from pipeline_lib.training.context import ContextSpec, SpecialIds
 
     return ContextSpec(mode=mode, special=SpecialIds.from_spm(spm_model), **kw)
 

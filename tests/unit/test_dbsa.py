@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
-from pipeline_lib.data import collate
-from pipeline_lib.decode import BeamConfig, beam_search, greedy_search
+from pipeline_lib.training.data import collate
+from pipeline_lib.evaluate.decode import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.dbsa import (NO_HEAD, DependencyAttention, DependencyTransformer,
                                       parse_loss, target_gold)
 from pipeline_lib.models.layers import Attention
-from pipeline_lib.optim import build_optimizer, label_smoothed_nll
-from pipeline_lib.train import apply_freeze, init_from_checkpoint
+from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
+from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
 
 torch.set_num_threads(1)
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.decode import (BeamConfig, beam_search, decode_file, greedy_search, length_penalty,
+from pipeline_lib.evaluate.decode import (BeamConfig, beam_search, decode_file, greedy_search, length_penalty,
                                  source_batch, translate_documents, translate_sentences)
 from pipeline_lib.models import ModelConfig, Transformer, build_model
 
@@ -205,13 +205,13 @@ def test_tiny_model_learns_copy_task_and_decodes_it():
 
 
 def test_cli_decodes_checkpoint_and_shards(tmp_path, spm_model):
-    """`python -m pipeline_lib.decode` on a saved checkpoint directory and a shard directory."""
+    """`python -m pipeline_lib.evaluate.decode` on a saved checkpoint directory and a shard directory."""
     import json
 
     import pyarrow as pa
 
-    from pipeline_lib.checkpoint import save_checkpoint
-    from pipeline_lib.decode import main
+    from pipeline_lib.training.checkpoint import save_checkpoint
+    from pipeline_lib.evaluate.decode import main
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
     model = random_model(8, vocab=sp.get_piece_size())
@@ -265,8 +265,8 @@ def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
     """One hypothesis per input row, with the context the model's data_mode asks for; cross-task
     in both units, its language tag stripped."""
     from pipeline_lib.constants import DataMode
-    from pipeline_lib.context import SpecialIds
-    from pipeline_lib.decode import read_shards
+    from pipeline_lib.training.context import SpecialIds
+    from pipeline_lib.evaluate.decode import read_shards
     from pipeline_lib.models.registry import MODELS
 
     doc_dir, _, spm_model = doc_corpus

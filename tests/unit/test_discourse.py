@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline_lib import discourse
+from pipeline_lib.evaluate import discourse
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID
 from pipeline_lib.schema import DOC_SCHEMA
@@ -129,7 +129,7 @@ def test_checkpoint_scorer_sums_log_probabilities():
 
 def test_checkpoint_scorer_picks_the_candidate_the_context_supports():
     from pipeline_lib.constants import DataMode
-    from pipeline_lib.context import ContextSpec, SpecialIds
+    from pipeline_lib.training.context import ContextSpec, SpecialIds
 
     spec = ContextSpec(mode=DataMode.CONTEXT, k=1, special=SpecialIds(sent_break=V - 1, src_tag=V - 2,
                                                                      tgt_tag=V - 3))
@@ -194,7 +194,7 @@ def test_contrastive_cli_on_a_real_checkpoint(tmp_path):
     model, scored on a Voita-format suite through the CLI; scores match a direct forward pass."""
     import sentencepiece as spm
 
-    from pipeline_lib.checkpoint import save_checkpoint
+    from pipeline_lib.training.checkpoint import save_checkpoint
     from pipeline_lib.models.config import ModelConfig
     from pipeline_lib.models.registry import build_model
 

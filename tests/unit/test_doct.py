@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.decode import BeamConfig, beam_search, greedy_search
+from pipeline_lib.evaluate.decode import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.doct import (CONTEXT_MEMORY, CTX_ATTN, ContextGate, DocTransformer,
                                       GatedSubLayer)
 from pipeline_lib.models.layers import SubLayer
-from pipeline_lib.optim import build_optimizer, label_smoothed_nll
-from pipeline_lib.train import apply_freeze, init_from_checkpoint
+from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
+from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
 
 torch.set_num_threads(1)
 
@@ -245,7 +245,7 @@ def test_parameter_overhead_matches_the_architecture():
 @pytest.mark.parametrize("search,cfg", [(beam_search, BeamConfig(beam=3, nbest=2)),
                                         (greedy_search, BeamConfig(beam=1, greedy=True))])
 def test_search_over_a_batch_equals_search_row_by_row(search, cfg):
-    """pipeline_lib.decode expands and reorders the context memory and its cached K/V per beam:
+    """pipeline_lib.evaluate.decode expands and reorders the context memory and its cached K/V per beam:
     each sentence gets the hypotheses it gets alone, with its own context."""
     model, batch = model_for(seed=2), make_batch()
     together = search(model, batch, cfg)

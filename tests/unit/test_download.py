@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from pipeline_lib.download import (CATALOGUE, DownloadError, Entry, Source, UnsafeArchiveError,
+from pipeline_lib.ingest.download import (CATALOGUE, DownloadError, Entry, Source, UnsafeArchiveError,
                                    acquire, check_ldc, extract, fetch, main)
 
 BASE = "https://corpora.example.org/pub"

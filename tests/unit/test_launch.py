@@ -7,26 +7,26 @@ import sys
 
 import pytest
 
-from pipeline_lib.launch import build_command, first_host, granted_gpus, plan
+from pipeline_lib.training.launch import build_command, first_host, granted_gpus, plan
 
 ARGS = ["--config", "c.yaml", "--out-dir", "out"]
 
 
 def test_cpu_workstation_runs_plain_python():
     cmd = build_command(ARGS, env={}, nodes=1, gpus_per_node=0, python="py")
-    assert cmd == ["py", "-m", "pipeline_lib.train", *ARGS]
+    assert cmd == ["py", "-m", "pipeline_lib.training.train", *ARGS]
 
 
 def test_single_gpu_runs_plain_python():
     cmd = build_command(ARGS, env={"CUDA_VISIBLE_DEVICES": "0"}, gpus_per_node=4, python="py")
-    assert cmd == ["py", "-m", "pipeline_lib.train", *ARGS]
+    assert cmd == ["py", "-m", "pipeline_lib.training.train", *ARGS]
 
 
 def test_one_node_four_gpus_granted_by_slurm_uses_torchrun():
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4"}
     cmd = build_command(ARGS, env, nodes=1, gpus_per_node=8, python="py")
     assert cmd == ["py", "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                   "--nproc_per_node=4", "-m", "pipeline_lib.train", *ARGS]
+                   "--nproc_per_node=4", "-m", "pipeline_lib.training.train", *ARGS]
 
 
 def test_multi_node_goes_through_srun_with_rendezvous_on_first_host():
@@ -36,7 +36,7 @@ def test_multi_node_goes_through_srun_with_rendezvous_on_first_host():
     assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     assert "--nnodes=2" in cmd and "--nproc_per_node=4" in cmd
     assert "--rdzv_id=123" in cmd and "--rdzv_endpoint=gpu007:29500" in cmd
-    assert cmd[-len(ARGS) - 2:] == ["-m", "pipeline_lib.train", *ARGS]
+    assert cmd[-len(ARGS) - 2:] == ["-m", "pipeline_lib.training.train", *ARGS]
 
 
 def test_multi_node_outside_slurm_is_refused():
@@ -62,7 +62,7 @@ def test_first_host(nodelist, host):
 
 
 def test_cli_prints_the_command_without_running_it():
-    out = subprocess.run([sys.executable, "-m", "pipeline_lib.launch", "--gpus-per-node", "2",
+    out = subprocess.run([sys.executable, "-m", "pipeline_lib.training.launch", "--gpus-per-node", "2",
                           "--print-only", "--", "--steps", "5"], capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."}, check=True)
     assert "--nproc_per_node=2" in out.stdout and out.stdout.strip().endswith("--steps 5")

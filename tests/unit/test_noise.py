@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
 
-from pipeline_lib import noise
-from pipeline_lib.bpe import ENCODED_SCHEMA, user_symbols
+from pipeline_lib.preprocess import noise
+from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA, user_symbols
 
 VOCAB = noise.Vocab(gap_id=4, mask_id=5, regular_lo=10, size=1000)
 

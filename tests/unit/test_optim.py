@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pipeline_lib.optim import (build_optimizer, build_scheduler, inverse_sqrt_factor,
+from pipeline_lib.training.optim import (build_optimizer, build_scheduler, inverse_sqrt_factor,
                                 label_smoothed_nll)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline_lib import parse as P
-from pipeline_lib import stanza_models as sm
+from pipeline_lib.parse import dependencies as P
+from pipeline_lib.parse import stanza_models as sm
 from pipeline_lib.constants import ParseReason
 from pipeline_lib.schema import Sentence, doc_writer
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from pipeline_lib.download import CATALOGUE, LDC_TRAIN, NIST_SETS
+from pipeline_lib.ingest.download import CATALOGUE, LDC_TRAIN, NIST_SETS
 from pipeline_lib.presets import apply_preset
 
 ROOT = Path(__file__).resolve().parents[2]

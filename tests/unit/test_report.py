@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline_lib import discourse, report, score
+from pipeline_lib.evaluate import discourse, report, score
 from pipeline_lib.constants import SIG_MARK
 from pipeline_lib.schema import DOC_SCHEMA
 
@@ -65,7 +65,7 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
         lines += [{"step": s, "split": "dev", "loss": 5 - s / 50 - k, "bleu": s / 10 + k}
                   for s in (10, 20, 30)]
         (run / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\nnot json\n")
-        # the trainer's manifest layout (pipeline_lib.train): counts.parameters / trainable
+        # the trainer's manifest layout (pipeline_lib.training.train): counts.parameters / trainable
         (run / "manifest.json").write_text(json.dumps({"counts": {
             "parameters": 123456 * (k + 1), "trainable_parameters": 1000 * (k + 1)}}))
     refs = []

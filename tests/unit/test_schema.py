@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline_lib.noise import iter_units
+from pipeline_lib.preprocess.noise import iter_units
 from pipeline_lib.schema import DOC_SCHEMA, Sentence, doc_writer
 
 DOC_KEY = ("corpus", "split", "doc_id")

@@ -1,4 +1,4 @@
-"""pipeline_lib.score against sacreBLEU's own CLI on the same text files, and its bootstrap."""
+"""pipeline_lib.evaluate.score against sacreBLEU's own CLI on the same text files, and its bootstrap."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline_lib import score
+from pipeline_lib.evaluate import score
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.schema import DOC_SCHEMA
 

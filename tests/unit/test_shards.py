@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline_lib import shards
-from pipeline_lib.bpe import ENCODED_SCHEMA
-from pipeline_lib.noise import RESTORE_SCHEMA
+from pipeline_lib.preprocess import shards
+from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
+from pipeline_lib.preprocess.noise import RESTORE_SCHEMA
 
 CFG = shards.ShardConfig(rows_per_shard=17, row_group_rows=5, max_len=30)
 

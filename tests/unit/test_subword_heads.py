@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pipeline_lib.subword_heads import NO_HEAD, project_heads
+from pipeline_lib.preprocess.subword_heads import NO_HEAD, project_heads
 
 
 def test_paper_example():

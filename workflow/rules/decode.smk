@@ -1,4 +1,4 @@
-"""Test-set decoding with each trained model (pipeline_lib.decode)."""
+"""Test-set decoding with each trained model (pipeline_lib.evaluate.decode)."""
 
 from pipeline_lib.constants import SENT_SUFFIX
 
@@ -48,12 +48,12 @@ rule decode_test:
         weights=lambda wc: "averaged"
         if TRAIN_SPECS[DECODE_SYSTEMS[wc.model][0]]["train"].get("average_last_k", 0) > 1
         else "best",
-        code=code_hash("decode", "models", "checkpoint", "batch"),
+        code=code_hash("evaluate.decode", "models", "training.checkpoint", "batch"),
     threads: 1  # small models: one thread each, several decodes side by side
     conda:
         "../../envs/train.yaml"
     shell:
-        "python -m pipeline_lib.decode --checkpoint $(dirname {input.checkpoint})/{params.weights}"
+        "python -m pipeline_lib.evaluate.decode --checkpoint $(dirname {input.checkpoint})/{params.weights}"
         " --shards {input.shards}/{params.task}/{wildcards.split} --spm {input.spm}"
         " --output {output.hyps} --manifest {output.manifest}"
         " --beam {params.beam} --lenpen {params.lenpen} --max-len-a {params.max_len_a}"

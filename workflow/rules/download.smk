@@ -1,4 +1,4 @@
-"""Public corpora -> resources/corpora/<name>/ (pipeline_lib.download); licensed LDC corpora checked."""
+"""Public corpora -> resources/corpora/<name>/ (pipeline_lib.ingest.download); licensed LDC corpora checked."""
 
 DOWNLOADS = config.get("downloads", {})
 LDC_REQUIRED = DOWNLOADS.get("ldc_required", [])
@@ -8,7 +8,7 @@ if LDC_REQUIRED:
     # alone, while a user wants the list of everything to obtain.
     from snakemake.exceptions import WorkflowError
 
-    from pipeline_lib.download import DownloadError, check_ldc
+    from pipeline_lib.ingest.download import DownloadError, check_ldc
 
     try:
         check_ldc(DOWNLOADS.get("ldc", {}), LDC_REQUIRED)
@@ -36,11 +36,11 @@ rule download_corpus:
         trust="--trust-first-download" if DOWNLOADS.get("trust_first_download") else "",
         retries=DOWNLOADS.get("retries", 5),
         timeout=DOWNLOADS.get("timeout_s", 60),
-        code=code_hash("download"),
+        code=code_hash("ingest.download"),
     conda:
         "../../envs/download.yaml"
     shell:
-        "python -m pipeline_lib.download get --name {wildcards.download}"
+        "python -m pipeline_lib.ingest.download get --name {wildcards.download}"
         " --resources {params.resources} {params.trust} --retries {params.retries}"
         " --timeout-s {params.timeout} > {log} 2>&1"
 
@@ -53,11 +53,11 @@ rule check_ldc:
     params:
         dirs=json.dumps(DOWNLOADS.get("ldc", {}), sort_keys=True),
         required=" ".join(LDC_REQUIRED),
-        code=code_hash("download"),
+        code=code_hash("ingest.download"),
     conda:
         "../../envs/download.yaml"
     shell:
-        "python -m pipeline_lib.download check-ldc --dirs {params.dirs:q}"
+        "python -m pipeline_lib.ingest.download check-ldc --dirs {params.dirs:q}"
         " --required {params.required} --manifest {output.manifest} > {log} 2>&1"
 
 

@@ -1,5 +1,5 @@
 """Stanza models per language, then dependency parses of both corpus sides in fixed shards
-(pipeline_lib.stanza_models, pipeline_lib.parse)."""
+(pipeline_lib.parse.stanza_models, pipeline_lib.parse.dependencies)."""
 
 STANZA = config.get("stanza", {})
 PARSE = config.get("parse", {})
@@ -22,13 +22,13 @@ rule stanza_models:
         spec=json.dumps(STANZA, sort_keys=True),
         shared=SHARED,
         store=f"{RESOURCES}/stanza",
-        code=code_hash("stanza_models"),
+        code=code_hash("parse.stanza_models"),
     # one thread per language: both languages train side by side on 2 cores
     threads: 1
     conda:
         "../../envs/parse.yaml"
     shell:
-        "python -m pipeline_lib.stanza_models --lang {wildcards.lang} --spec {params.spec:q}"
+        "python -m pipeline_lib.parse.stanza_models --lang {wildcards.lang} --spec {params.spec:q}"
         " --shared-dir {params.shared} --resources-dir {params.store}"
         " --out-dir $(dirname {output.model}) --threads {threads} > {log} 2>&1"
 
@@ -49,12 +49,12 @@ rule parse_shard:
         num_shards=len(PARSE_SHARDS),
         max_words=PARSE.get("max_words", 200),
         batch_size=PARSE.get("batch_size", 256),
-        code=code_hash("parse", "stanza_models"),
+        code=code_hash("parse.dependencies", "parse.stanza_models"),
     threads: PARSE.get("threads", 1)
     conda:
         "../../envs/parse.yaml"
     shell:
-        "python -m pipeline_lib.parse shard --docs {input.docs} --side {wildcards.side}"
+        "python -m pipeline_lib.parse.dependencies shard --docs {input.docs} --side {wildcards.side}"
         " --model {input.model} --shard {wildcards.shard} --num-shards {params.num_shards}"
         " --splits {params.splits} --max-sentences-per-split {params.cap}"
         " --max-words {params.max_words} --batch-size {params.batch_size} --threads {threads}"
@@ -76,11 +76,11 @@ rule parse_corpus:
     params:
         src=lambda wc, input: " ".join(os.path.dirname(p) for p in input.src),
         tgt=lambda wc, input: " ".join(os.path.dirname(p) for p in input.tgt),
-        code=code_hash("parse", "stanza_models"),
+        code=code_hash("parse.dependencies", "parse.stanza_models"),
     conda:
         "../../envs/parse.yaml"
     shell:
-        "python -m pipeline_lib.parse merge --src-shards {params.src} --tgt-shards {params.tgt}"
+        "python -m pipeline_lib.parse.dependencies merge --src-shards {params.src} --tgt-shards {params.tgt}"
         " --out-dir $(dirname {output.src}) > {log} 2>&1"
 
 

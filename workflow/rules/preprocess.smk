@@ -1,5 +1,5 @@
 """Document Parquet -> sentencepiece ids + subword heads -> restoration noise -> training shards
-(pipeline_lib.bpe, pipeline_lib.subword_heads, pipeline_lib.noise, pipeline_lib.shards)."""
+(pipeline_lib.preprocess.bpe, pipeline_lib.preprocess.subword_heads, pipeline_lib.preprocess.noise, pipeline_lib.preprocess.shards)."""
 
 BPE = config.get("bpe", {})
 NOISE = config.get("noise", {})
@@ -25,12 +25,12 @@ rule train_bpe:
         seed=BPE.get("seed", 1234),
         src_lang=config["src_lang"],
         tgt_lang=config["tgt_lang"],
-        code=code_hash("bpe", "subword_heads"),
+        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 2
     conda:
         "../../envs/preprocess.yaml"
     shell:
-        "python -m pipeline_lib.bpe train --docs {input.docs} --out-dir $(dirname {output.model})"
+        "python -m pipeline_lib.preprocess.bpe train --docs {input.docs} --out-dir $(dirname {output.model})"
         " --src-lang {params.src_lang} --tgt-lang {params.tgt_lang}"
         " --vocab-size {params.vocab_size} --character-coverage {params.coverage}"
         " --input-sentence-size {params.sentences} --seed {params.seed}"
@@ -61,12 +61,12 @@ rule encode_bpe:
         parse=lambda wildcards, input: " ".join(
             f"--parse-{side} {input[side]}" for side in ("src", "tgt") if side in input.keys()
         ),
-        code=code_hash("bpe", "subword_heads"),
+        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 2
     conda:
         "../../envs/preprocess.yaml"
     shell:
-        "python -m pipeline_lib.bpe encode --docs {input.docs} --model {input.model}"
+        "python -m pipeline_lib.preprocess.bpe encode --docs {input.docs} --model {input.model}"
         " --out-dir $(dirname {output.encoded}) {params.parse} --threads {threads} > {log} 2>&1"
 
 
@@ -86,11 +86,11 @@ rule noise_docs:
         random_token_prob=NOISE.get("random_token_prob", 0.1),
         max_sentences=NOISE.get("max_sentences", 30),
         seed=NOISE.get("seed", 1),
-        code=code_hash("noise"),
+        code=code_hash("preprocess.noise"),
     conda:
         "../../envs/preprocess.yaml"
     shell:
-        "python -m pipeline_lib.noise --encoded {input.encoded} --model {input.model}"
+        "python -m pipeline_lib.preprocess.noise --encoded {input.encoded} --model {input.model}"
         " --out-dir $(dirname {output.restore}) --gap-ratio {params.gap_ratio}"
         " --mask-rate {params.mask_rate} --mask-token-prob {params.mask_token_prob}"
         " --random-token-prob {params.random_token_prob}"
@@ -111,11 +111,11 @@ checkpoint make_shards:
         rows=SHARDS.get("rows_per_shard", 20000),
         row_group=SHARDS.get("row_group_rows", 2000),
         max_len=SHARDS.get("max_len", 250),
-        code=code_hash("shards", "bpe", "noise"),
+        code=code_hash("preprocess.shards", "preprocess.bpe", "preprocess.noise"),
     conda:
         "../../envs/preprocess.yaml"
     shell:
-        "python -m pipeline_lib.shards make --encoded {input.encoded} --restore {input.restore}"
+        "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded} --restore {input.restore}"
         " --out-dir {output.shards} --rows-per-shard {params.rows}"
         " --row-group-rows {params.row_group} --max-len {params.max_len} > {log} 2>&1"
 
@@ -135,11 +135,11 @@ rule verify_shards:
         "logs/verify_shards/{corpus}.log",
     params:
         root=lambda wildcards: f"{RESULTS}/make_shards/{wildcards.corpus}",
-        code=code_hash("shards"),
+        code=code_hash("preprocess.shards"),
     conda:
         "../../envs/preprocess.yaml"
     shell:
-        "python -m pipeline_lib.shards verify --shard-dir {params.root}"
+        "python -m pipeline_lib.preprocess.shards verify --shard-dir {params.root}"
         " --out {output.manifest} > {log} 2>&1"
 
 

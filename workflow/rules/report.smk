@@ -1,4 +1,4 @@
-"""The final report (pipeline_lib.report): rebuilt whenever a score, curve or manifest changes."""
+"""The final report (pipeline_lib.evaluate.report): rebuilt whenever a score, curve or manifest changes."""
 
 # Trained models (contrastive suites, training manifests) and evaluated systems (score rows, from
 # decode.smk, which is included before this file; score.smk comes after it, alphabetically).
@@ -36,11 +36,11 @@ rule report:
         corpora=" ".join(CORPORA),
         results=lambda w, input: Path(input.scores).parent.parent,
         title=config.get("report", {}).get("title", "Document-level NMT: results"),
-        code=code_hash("report"),
+        code=code_hash("evaluate.report"),
     conda:
         "../../envs/score.yaml"
     shell:
-        "python -m pipeline_lib.report --scores {input.scores} --consistency {input.consistency}"
+        "python -m pipeline_lib.evaluate.report --scores {input.scores} --consistency {input.consistency}"
         " {params.contrastive} --suites {params.suites} --models {params.models}"
         " --corpora {params.corpora} --results-dir {params.results} --title {params.title:q}"
         " --out-dir $(dirname {output.html}) > {log} 2>&1"

@@ -1,4 +1,4 @@
-"""Test-set scores with significance (pipeline_lib.score) and discourse measures (pipeline_lib.discourse)."""
+"""Test-set scores with significance (pipeline_lib.evaluate.score) and discourse measures (pipeline_lib.evaluate.discourse)."""
 
 SCORE = config.get("score", {})
 # Every decoded system (baseline first; decode.smk: `models` plus <model>_sent rows) is scored;
@@ -32,11 +32,11 @@ rule score_test:
         lowercase="--lowercase" if SCORE.get("lowercase", False) else "",
         samples=SCORE.get("bootstrap_samples", 1000),
         level=SCORE.get("significance_level", 0.05),
-        code=code_hash("score"),
+        code=code_hash("evaluate.score"),
     conda:
         "../../envs/score.yaml"
     shell:
-        "python -m pipeline_lib.score {params.args} --baseline {params.baseline} {params.lowercase}"
+        "python -m pipeline_lib.evaluate.score {params.args} --baseline {params.baseline} {params.lowercase}"
         " --bootstrap-samples {params.samples} --significance-level {params.level}"
         " --output {output.scores} > {log} 2>&1"
 
@@ -54,11 +54,11 @@ rule discourse_consistency:
         args=SCORE_ARGS,
         stop=SCORE.get("consistency_stop_top_k", 100),
         min_chars=SCORE.get("consistency_min_chars", 3),
-        code=code_hash("discourse"),
+        code=code_hash("evaluate.discourse"),
     conda:
         "../../envs/score.yaml"
     shell:
-        "python -m pipeline_lib.discourse consistency {params.args} --stop-top-k {params.stop}"
+        "python -m pipeline_lib.evaluate.discourse consistency {params.args} --stop-top-k {params.stop}"
         " --min-chars {params.min_chars} --output {output.consistency} > {log} 2>&1"
 
 
@@ -74,11 +74,11 @@ rule discourse_contrastive:
     params:
         suites=json.dumps(DISCOURSE_SUITES, sort_keys=True),
         max_examples=SCORE.get("discourse_max_examples", 0),
-        code=code_hash("discourse", "checkpoint", "batch", "models"),
+        code=code_hash("evaluate.discourse", "training.checkpoint", "batch", "models"),
     conda:
         "../../envs/score.yaml"
     shell:
-        "python -m pipeline_lib.discourse contrastive --checkpoint {input.checkpoint}"
+        "python -m pipeline_lib.evaluate.discourse contrastive --checkpoint {input.checkpoint}"
         " --suites {params.suites:q} --max-examples {params.max_examples}"
         " --output {output.contrastive} > {log} 2>&1"
 

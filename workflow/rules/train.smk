@@ -1,4 +1,4 @@
-"""Every model of `models`, trained by pipeline_lib.train (started by pipeline_lib.launch), with the
+"""Every model of `models`, trained by pipeline_lib.training.train (started by pipeline_lib.training.launch), with the
 two-step recipes of the papers (config model_settings: init_from / freeze / data / aux)."""
 
 TRAIN = dict(config.get("train", {}))
@@ -79,7 +79,7 @@ rule train_model:
         out_dir=lambda wc: f"{RESULTS}/train_model/{wc.model}",
         nodes=CLUSTER.get("nodes", 1),
         gpus=CLUSTER.get("gpus_per_node", 0),
-        code=code_hash("train", "data", "checkpoint", "optim", "models", "batch", "decode", "launch"),
+        code=code_hash("training.train", "training.data", "training.checkpoint", "training.optim", "models", "batch", "evaluate.decode", "training.launch"),
     # A large constant that Snakemake scales down to --cores on a workstation; under SLURM the
     # profile's set-threads gives the real CPUs per job (workflow.cores there is the job count).
     threads: 64
@@ -88,7 +88,7 @@ rule train_model:
     conda:
         "../../envs/train.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pipeline_lib.launch --nodes {params.nodes}"
+        "OMP_NUM_THREADS={threads} python -m pipeline_lib.training.launch --nodes {params.nodes}"
         " --gpus-per-node {params.gpus} --"
         " --config-json {params.cfg:q} --shards {input.shards}/{params.data}/train"
         " --dev-shards {input.dev_shards}/{params.data}/dev {params.aux} --spm {input.spm}"

@@ -1,15 +1,15 @@
 """Joint source+target sentencepiece BPE: training (``train``) and encoding to ids (``encode``).
 
-``python -m pipeline_lib.bpe train --docs a/docs.parquet [b/docs.parquet ...] --out-dir D``
+``python -m pipeline_lib.preprocess.bpe train --docs a/docs.parquet [b/docs.parquet ...] --out-dir D``
   trains one model on the **training split only** (plus ``mono`` documents when present) of every
   corpus, so that dev/test text never shapes the vocabulary. Ids are fixed to
   pad=0 unk=1 bos=2 eos=3 (pipeline_lib.constants) and every symbol a model needs
   (``<mask1>``, ``<mask2>``, language tags, ``####``, ``<doc>``) is a user-defined symbol, i.e.
   always exactly one piece.
 
-``python -m pipeline_lib.bpe encode --docs docs.parquet --model spm.model --out-dir D
+``python -m pipeline_lib.preprocess.bpe encode --docs docs.parquet --model spm.model --out-dir D
 [--parse-src src.parquet --parse-tgt tgt.parquet]`` encodes every split to int32 id lists and
-projects dependency heads onto the pieces (pipeline_lib.subword_heads). Output
+projects dependency heads onto the pieces (pipeline_lib.preprocess.subword_heads). Output
 ``encoded.parquet`` (ENCODED_SCHEMA below), one row per sentence in document order.
 
 ENCODED_SCHEMA:
@@ -29,7 +29,7 @@ tgt_text     string        first reference as read; null for ``mono``
 has_context  bool          copied from the document Parquet
 ===========  ============  ==================================================================
 
-Parse files (pipeline_lib.parse output) must list sentences in the same order as the document
+Parse files (pipeline_lib.parse.dependencies output) must list sentences in the same order as the document
 Parquet; missing sentences are allowed (no parse -> null heads). Both files are streamed with a
 merge join, so neither is held in memory; a parse file in another order is an error.
 """
@@ -52,7 +52,7 @@ from pipeline_lib.constants import (BOS_ID, DOC_SEP, EOS_ID, MANIFEST_FILE, MASK
                                     PAD_ID, QUARANTINE_FILE, SENT_BREAK, UNK_ID, Split, lang_tag)
 from pipeline_lib.manifest import Manifest, sha256_file
 from pipeline_lib.schema import Rejected, quarantine_writer
-from pipeline_lib.subword_heads import project_heads
+from pipeline_lib.preprocess.subword_heads import project_heads
 
 log = logging.getLogger("bpe")
 

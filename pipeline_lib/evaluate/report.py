@@ -1,4 +1,4 @@
-"""``python -m pipeline_lib.report``: the final report, ``index.html`` and ``report.md``.
+"""``python -m pipeline_lib.evaluate.report``: the final report, ``index.html`` and ``report.md``.
 
 Everything shown is read from stage outputs, never typed in: scores and significance
 (``score_test``), lexical consistency and contrastive suites (``discourse_*``), data statistics
@@ -164,7 +164,7 @@ def discourse_table(models: list[str], consistency: dict | None,
             "Lexical consistency: share of source content words repeated within a document "
             "whose Dice-aligned translation is the same word every time (stop list: the "
             f"{c['stop_top_k']} most frequent tokens per side; content words of ≥ "
-            f"{c['min_chars']} letters); method in pipeline_lib/discourse.py.")
+            f"{c['min_chars']} letters); method in pipeline_lib/evaluate/discourse.py.")
     else:
         t.notes.append("Lexical consistency: not computed (no consistency output).")
     if not suites:

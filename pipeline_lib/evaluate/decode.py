@@ -14,7 +14,7 @@ Two ways to walk a test set:
   in order, calling the model's ``start_documents`` / ``finish_sentences`` hooks so that a cache
   model can record the 1-best history; used when ``model.needs_history``.
 
-Context-aware inputs are built by pipeline_lib.context from the *source* document, exactly as
+Context-aware inputs are built by pipeline_lib.training.context from the *source* document, exactly as
 the loader builds them in training (the model's ``data_mode``): CONTEXT models get
 ``ctx_src`` / ``extra["ctx_sents"]`` from each sentence's previous source sentences (batching
 still mixes documents); DOCUMENT (cross-task) models translate tagged sentences either with
@@ -24,7 +24,7 @@ the hypotheses.
 
 CLI::
 
-    python -m pipeline_lib.decode --checkpoint DIR --shards DIR --spm MODEL --output FILE \
+    python -m pipeline_lib.evaluate.decode --checkpoint DIR --shards DIR --spm MODEL --output FILE \
         --beam 4 --lenpen 0.6 --max-len-a 1.2 --max-len-b 10 --batch-size 64 --nbest 1 \
         [--unit document|sentence]
 """
@@ -43,8 +43,8 @@ import torch
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, MANIFEST_FILE, PAD_ID, DataMode
-from pipeline_lib.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
-from pipeline_lib.noise import split_document
+from pipeline_lib.training.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.preprocess.noise import split_document
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], c
                         device: torch.device | str = "cpu", contexts: Sequence | None = None,
                         spec: ContextSpec = ContextSpec()) -> list[list[Hypothesis]]:
     """Translate sentences (ids without EOS), sorted by length and batched; input order out.
-    ``contexts[i]``: sentence i's context (pipeline_lib.context layout for ``spec``), for
+    ``contexts[i]``: sentence i's context (pipeline_lib.training.context layout for ``spec``), for
     models whose context is fixed by the source document (no history needed)."""
     order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     out: list[list[Hypothesis]] = [[] for _ in srcs]
@@ -374,7 +374,7 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
+    from pipeline_lib.training.checkpoint import load_model, read_config, resolve_checkpoint
     from pipeline_lib.manifest import Manifest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -1,13 +1,13 @@
 """Training shards: fixed-size zstd Parquet files per task and split, with a token index.
 
-``python -m pipeline_lib.shards make --encoded encoded.parquet --restore restore.parquet
+``python -m pipeline_lib.preprocess.shards make --encoded encoded.parquet --restore restore.parquet
 --out-dir results/make_shards/<corpus>`` writes ``<out-dir>/<task>/<split>/shard-XXXXX.parquet``:
 
 * ``sent``: sentence pairs (SHARD_SCHEMA), cut every ``rows_per_shard`` rows;
 * ``doc``: the same columns, documents contiguous and in order and **never split** across shards
   (a shard is closed after the document that reaches ``rows_per_shard``, so it can be longer by
   less than one document);
-* ``restore``: restoration instances (pipeline_lib.noise.RESTORE_SCHEMA), sub-documents never split.
+* ``restore``: restoration instances (pipeline_lib.preprocess.noise.RESTORE_SCHEMA), sub-documents never split.
 
 Monolingual rows (no target) only feed ``restore``. Sentence pairs with an empty side or a side
 longer than ``max_len`` pieces cannot be trained on: they go to ``quarantine.parquet`` (reasons
@@ -17,7 +17,7 @@ Each shard has row groups of ``row_group_rows`` rows so a loader can stream it. 
 ``<task>/<split>/`` has ``index.parquet`` (INDEX_SCHEMA: file, rows, src_tokens, tgt_tokens) for
 the trainer's token-budget batching.
 
-``python -m pipeline_lib.shards verify --shard-dir D --out manifest.json`` re-reads every shard
+``python -m pipeline_lib.preprocess.shards verify --shard-dir D --out manifest.json`` re-reads every shard
 and checks it against its index (the Snakemake rule after the checkpoint).
 
 SHARD_SCHEMA (sent/doc; a trainer relies on exactly these names): corpus, split, doc_id,
@@ -39,11 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline_lib.bpe import ENCODED_SCHEMA
+from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
 from pipeline_lib.constants import MANIFEST_FILE, QUARANTINE_FILE, Split
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.schema import Rejected, quarantine_writer
-from pipeline_lib.noise import RESTORE_SCHEMA, iter_units
+from pipeline_lib.preprocess.noise import RESTORE_SCHEMA, iter_units
 
 log = logging.getLogger("shards")
 

@@ -1,6 +1,6 @@
 """Provide one stanza POS tagger + dependency parser per language for the parse stage.
 
-``python -m pipeline_lib.stanza_models --lang es --spec '<stanza config JSON>' --shared-dir ../shared
+``python -m pipeline_lib.parse.stanza_models --lang es --spec '<stanza config JSON>' --shared-dir ../shared
 --resources-dir resources/stanza --out-dir results/stanza_models/es --threads 2``
 
 writes ``model.json`` (a *model descriptor*: the keyword arguments of ``stanza.Pipeline`` that load
@@ -56,7 +56,7 @@ from pipeline_lib.manifest import Manifest
 log = logging.getLogger("stanza_models")
 
 # depparse requires a lemma processor; the identity lemmatizer satisfies it without a model
-# (lemmas are not needed for heads). tokenize runs pretokenized (see pipeline_lib.parse).
+# (lemmas are not needed for heads). tokenize runs pretokenized (see pipeline_lib.parse.dependencies).
 PROCESSORS = "tokenize,pos,lemma,depparse"
 UD_DEFAULT_URL = "https://raw.githubusercontent.com/UniversalDependencies"
 

@@ -1,10 +1,10 @@
 """Training loop: sentence-level pre-training and the hooks for two-step document-level training.
 
-``python -m pipeline_lib.train --config-json JSON --shards DIR --dev-shards DIR --spm MODEL
+``python -m pipeline_lib.training.train --config-json JSON --shards DIR --dev-shards DIR --spm MODEL
 --out-dir DIR [--aux-shards DIR]``. JSON is ``{"model": {ModelConfig fields}, "train":
 {TrainConfig fields}}``; ``model.vocab_size`` defaults to the sentencepiece vocabulary size.
 
-The loader follows the model class's ``data_mode`` (pipeline_lib.data): sentence pairs, pairs
+The loader follows the model class's ``data_mode`` (pipeline_lib.training.data): sentence pairs, pairs
 with their previous source sentences, document streams, or (cross-task) tagged sentence batches
 from ``--shards`` plus document-level batches from ``--aux-shards`` (restoration instances in
 pre-training, parallel documents in fine-tuning) on a share ``train.aux_ratio`` of the updates,
@@ -19,7 +19,7 @@ Pre-emption: SIGTERM / SIGUSR1 (what SLURM sends before a time limit or pre-empt
 after the current update the run saves ``last`` and exits with ``EXIT_REQUEUE`` (143), which
 Snakemake's ``retries`` (or ``scontrol requeue``) turns into a restart that resumes from
 ``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint.
-Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.train ...`` (NCCL on CUDA, gloo on CPU).
+Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (NCCL on CUDA, gloo on CPU).
 """
 
 from __future__ import annotations
@@ -44,15 +44,15 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
 from pipeline_lib.constants import EOS_ID, MANIFEST_FILE, METRICS_FILE, PAD_ID, DataMode
-from pipeline_lib.context import ContextSpec
-from pipeline_lib.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
+from pipeline_lib.training.context import ContextSpec
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.crosstask import Phase, task_schedule
-from pipeline_lib.optim import build_optimizer, build_scheduler, label_smoothed_nll
+from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
@@ -193,7 +193,7 @@ RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log
 
 
 #: Modules whose source decides what a training step computes; a change restarts a run.
-TRAINING_CODE = ("train", "data", "context", "noise", "checkpoint", "optim", "models", "batch")
+TRAINING_CODE = ("training.train", "training.data", "training.context", "preprocess.noise", "training.checkpoint", "training.optim", "models", "batch")
 
 
 def run_record(tcfg: TrainConfig) -> dict[str, Any]:
@@ -297,7 +297,7 @@ def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
     import sacrebleu
     import sentencepiece as spm
 
-    from pipeline_lib.decode import BeamConfig, greedy_search, strip_tag
+    from pipeline_lib.evaluate.decode import BeamConfig, greedy_search, strip_tag
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     search_cfg = BeamConfig(beam=1, greedy=True)
@@ -416,7 +416,7 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
     dev = (dev_batches(dev_shards, tcfg.max_tokens, mcfg.max_len, spec, tcfg.seed)
            if info.is_main else [])
     bleu_skip = ("the cache reads its 1-best history only in document-order decoding "
-                 "(pipeline_lib.decode); greedy dev search would score the sentence-level model"
+                 "(pipeline_lib.evaluate.decode); greedy dev search would score the sentence-level model"
                  if spec.mode is DataMode.STREAM else None)
     if tcfg.dev_bleu and bleu_skip and info.is_main:
         print(f"dev BLEU skipped: {bleu_skip}", file=sys.stderr)

@@ -14,7 +14,7 @@ Why this shape:
   batches already consumed (it re-reads and re-batches them but never trains on them).
 
 Data modes (``LoaderConfig.context.mode``, from the model's ``data_mode``; see
-pipeline_lib/context.py for the context layouts):
+pipeline_lib/training/context.py for the context layouts):
 
 - SENTENCE: rows of row groups, as above (doc shards work too: rows are rows).
 - CONTEXT: the work unit is a whole doc shard (documents are never split across shards, so
@@ -45,13 +45,13 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_START, PAD_ID, DataMode
-from pipeline_lib.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
-from pipeline_lib.noise import split_document
+from pipeline_lib.training.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.preprocess.noise import split_document
 
 SHARD_GLOB = "shard-*.parquet"
 _COLUMNS = ("doc_id", "sent_idx", "src_ids", "tgt_ids")
 _HEAD_COLUMNS = ("src_heads", "tgt_heads")
-_RESTORE_COLUMN = "ctx_ids"    # restoration shards (pipeline_lib.noise.RESTORE_SCHEMA)
+_RESTORE_COLUMN = "ctx_ids"    # restoration shards (pipeline_lib.preprocess.noise.RESTORE_SCHEMA)
 _DOC_SENT = "doc_sent"         # row key: the row's sentence as it appears in doc_src
 
 

@@ -1,7 +1,7 @@
 """Noised documents for document restoration pre-training (Chen et al. 2021, "Breaking the Corpus
 Bottleneck for Context-Aware Neural Machine Translation with Cross-Task Pre-training", Sec. 3).
 
-``python -m pipeline_lib.noise --encoded encoded.parquet --model spm.model --out-dir D`` reads
+``python -m pipeline_lib.preprocess.noise --encoded encoded.parquet --model spm.model --out-dir D`` reads
 the source side of the monolingual documents (split ``mono``), or, when a corpus has none (the
 embedded Bible), the source side of the **training** documents, splits every document into
 sub-documents of at most ``max_sentences`` sentences (balanced sizes) and noises each:
@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sentencepiece import sentencepiece_model_pb2
 
-from pipeline_lib.bpe import stream_batches
+from pipeline_lib.preprocess.bpe import stream_batches
 from pipeline_lib.constants import MANIFEST_FILE, MASK_GAP, MASK_TOKEN, Split
 from pipeline_lib.manifest import Manifest
 

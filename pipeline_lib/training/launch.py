@@ -2,7 +2,7 @@
 
 WHY a library function: the same training rule runs on a laptop (no GPU), one GPU, one node with
 several GPUs, or several SLURM nodes. The rule stays one line
-(``python -m pipeline_lib.launch --nodes 1 --gpus-per-node 4 -- --config ... --out-dir ...``)
+(``python -m pipeline_lib.training.launch --nodes 1 --gpus-per-node 4 -- --config ... --out-dir ...``)
 and this module decides, from the SLURM environment of the job (what the scheduler actually
 granted) and the config (what was asked for), which command runs the trainer. The decision is a
 pure function of its inputs, so it is unit-tested without a cluster.
@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-DEFAULT_MODULE = "pipeline_lib.train"
+DEFAULT_MODULE = "pipeline_lib.training.train"
 RDZV_PORT = 29500
 
 

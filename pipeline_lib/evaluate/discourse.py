@@ -1,4 +1,4 @@
-"""``python -m pipeline_lib.discourse``: discourse phenomena that BLEU does not see.
+"""``python -m pipeline_lib.evaluate.discourse``: discourse phenomena that BLEU does not see.
 
 Two measures:
 
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import pyarrow.parquet as pq
 
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
-from pipeline_lib.context import ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.training.context import ContextSpec, add_context, context_tensors, tagged
 from pipeline_lib.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def evaluate_suite(examples: Iterable[ContrastiveExample], score_fn: ScoreFn) ->
 class CheckpointScorer:
     """``score_fn`` over a trained model: sum of target log-probabilities (EOS included).
 
-    The source context is built by pipeline_lib.context exactly as the model was trained
+    The source context is built by pipeline_lib.training.context exactly as the model was trained
     (``spec``, :meth:`ContextSpec.for_model`): ``Batch.ctx_src`` (previous k sentences joined by
     the ``####`` piece, ending in EOS; a lone BOS without context) or CAMN's
     ``extra["ctx_sents"]``; cross-task models read the tagged sentence with its document
@@ -214,10 +214,10 @@ class CheckpointScorer:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Path, device: str = "cpu") -> "CheckpointScorer":
-        """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.checkpoint)."""
+        """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.training.checkpoint)."""
         import sentencepiece as spm
 
-        from pipeline_lib.checkpoint import load_model
+        from pipeline_lib.training.checkpoint import load_model
 
         model, cfg = load_model(checkpoint, device=device)
         spm_path = Path(checkpoint) / "spm.model"

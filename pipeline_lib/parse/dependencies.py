@@ -2,12 +2,12 @@
 
 Two commands, one per Snakemake rule:
 
-``python -m pipeline_lib.parse shard --docs docs.parquet --side src --model model.json
+``python -m pipeline_lib.parse.dependencies shard --docs docs.parquet --side src --model model.json
 --shard 0 --num-shards 2 --splits train dev --max-sentences-per-split 4000 --threads 2 --out-dir D``
   parses the ``shard``-th of ``num-shards`` equal, contiguous ranges of the *selected* rows (see
   below) and writes ``D/parse.parquet``, ``D/quarantine.parquet``, ``D/manifest.json``.
 
-``python -m pipeline_lib.parse merge --src-shards D0 D1 --tgt-shards D0 D1 --out-dir OUT``
+``python -m pipeline_lib.parse.dependencies merge --src-shards D0 D1 --tgt-shards D0 D1 --out-dir OUT``
   concatenates the shards in order (they are contiguous ranges, so document order is kept) into
   the output contract below.
 
@@ -67,7 +67,7 @@ import pyarrow.parquet as pq
 from pipeline_lib.constants import MANIFEST_FILE, QUARANTINE_FILE, ParseReason
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.schema import Rejected, quarantine_writer
-from pipeline_lib.stanza_models import load_pipeline
+from pipeline_lib.parse.stanza_models import load_pipeline
 
 log = logging.getLogger("parse")
 

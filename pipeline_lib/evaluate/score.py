@@ -1,4 +1,4 @@
-"""``python -m pipeline_lib.score``: BLEU, d-BLEU, chrF and TER of every model on every test set,
+"""``python -m pipeline_lib.evaluate.score``: BLEU, d-BLEU, chrF and TER of every model on every test set,
 with paired bootstrap significance against the baseline.
 
 Every number comes from sacreBLEU's Python API (Post, 2018) and is stored with its signature, so

@@ -10,7 +10,7 @@ context here, so training, validation, decoding and contrastive evaluation see t
 * CAMN ``random_context`` ablation: :func:`random_previous`;
 * cross-task language tags: :func:`tagged` (document tensors come from
   :func:`pipeline_lib.models.crosstask.document_extra`, sub-documents from
-  :func:`pipeline_lib.noise.split_document`).
+  :func:`pipeline_lib.preprocess.noise.split_document`).
 
 Special piece ids are passed in explicitly (:class:`SpecialIds`, read once from the
 sentencepiece model) so that no hot loop re-loads sentencepiece.
