@@ -23,7 +23,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline_lib.evaluate.decode import BeamConfig, read_shards, translate_sentences  # noqa: E402
+from pipeline_lib.evaluate.decode import read_shards, translate_sentences  # noqa: E402
+from pipeline_lib.models.search import BeamConfig  # noqa: E402
 from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
 
 

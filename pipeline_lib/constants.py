@@ -9,6 +9,7 @@ PAD_ID = 0
 UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
+NO_HEAD = -1   # a subword dependency head that gives no supervision (dbsa, subword_heads)
 
 # --- user-defined symbols every model may need (Chen et al. 2021; Jiang et al. 2019) ---
 MASK_GAP = "<mask1>"        # CA-GSR gap sentence placeholder

@@ -87,12 +87,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode
+from pipeline_lib.constants import NO_HEAD, DataMode
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import Attention, AttnKind, LayerContext
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import Transformer
-from pipeline_lib.preprocess.subword_heads import NO_HEAD   # -1: no supervision for a position
 
 SELF_ATTN = "self_attn"            # the block whose attention function gets the parse head
 PARSE_PARAMS = ("parse_u1", "parse_u2")

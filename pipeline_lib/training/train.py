@@ -297,7 +297,7 @@ def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
     import sacrebleu
     import sentencepiece as spm
 
-    from pipeline_lib.evaluate.decode import BeamConfig, greedy_search, strip_tag
+    from pipeline_lib.models.search import BeamConfig, greedy_search, strip_tag
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     search_cfg = BeamConfig(beam=1, greedy=True)

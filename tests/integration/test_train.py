@@ -53,7 +53,7 @@ def _metrics(out: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_copy_task_learns_and_decodes(corpus, tmp_path):
-    from pipeline_lib.evaluate.decode import BeamConfig, greedy_search
+    from pipeline_lib.models.search import BeamConfig, greedy_search
 
     torch.set_num_threads(1)
     shards, dev, spm_model = corpus

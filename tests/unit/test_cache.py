@@ -12,7 +12,8 @@ import torch
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.evaluate.decode import BeamConfig, translate_documents
+from pipeline_lib.evaluate.decode import translate_documents
+from pipeline_lib.models.search import BeamConfig
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.cache import CacheTransformer, ContinuousCache
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll

@@ -8,7 +8,7 @@ import torch
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.evaluate.decode import BeamConfig, beam_search
+from pipeline_lib.models.search import BeamConfig, beam_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.crosstask import (DOC_INDEX, DOC_SRC, CrossTaskTransformer,
                                            GlobalContextGate, Phase, SentenceRepresentation,

@@ -10,7 +10,7 @@ import torch
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.training.data import collate
-from pipeline_lib.evaluate.decode import BeamConfig, beam_search, greedy_search
+from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.dbsa import (NO_HEAD, DependencyAttention, DependencyTransformer,
                                       parse_loss, target_gold)

@@ -13,8 +13,9 @@ import torch.nn.functional as F
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.evaluate.decode import (BeamConfig, beam_search, decode_file, greedy_search, length_penalty,
-                                 source_batch, translate_documents, translate_sentences)
+from pipeline_lib.evaluate.decode import decode_file, translate_documents, translate_sentences
+from pipeline_lib.models.search import (BeamConfig, beam_search, greedy_search, length_penalty,
+                                        source_batch)
 from pipeline_lib.models import ModelConfig, Transformer, build_model
 
 torch.set_num_threads(1)
