@@ -7,16 +7,16 @@ Two ways to walk a test set:
 * sentence mode (:func:`translate_sentences`): sorted by length, batched, for models that
   translate sentences independently;
 * document mode (:func:`translate_documents`): sentence ``i`` of a batch of documents at a time,
-  in order, calling the model's ``start_documents`` / ``finish_sentences`` hooks so that a cache
-  model can record the 1-best history; used when ``model.needs_history``.
+  in order, calling the model's ``start_documents`` / ``finish_sentences`` hooks so that a model
+  with translation history can record the 1-best; used when the model's inputs say
+  ``in_document_order``.
 
-Context-aware inputs are built by pipeline_lib.training.context from the *source* document, exactly as
-the loader builds them in training (the model's ``data_mode``): CONTEXT models get
-``ctx_src`` / ``extra["ctx_sents"]`` from each sentence's previous source sentences (batching
-still mixes documents); DOCUMENT (cross-task) models translate tagged sentences either with
-their sub-document (``--unit document``, ``extra["doc_src"]``/``doc_index``, several
-sub-documents per batch) or alone (``--unit sentence``), and the language tag is stripped from
-the hypotheses.
+Context-aware inputs are built from the *source* document by the model's own rules
+(pipeline_lib/models/inputs.py), exactly as the loader builds them in training: CONTEXT models
+get their context from each sentence's document (batching still mixes documents); DOCUMENT
+models translate tagged sentences either with their sub-document (``--unit document``, several
+sub-documents per batch) or alone (``--unit sentence``), and the tag is stripped from the
+hypotheses.
 
 CLI::
 
@@ -36,10 +36,9 @@ from typing import Sequence
 
 import torch
 
-from pipeline_lib.batch import Batch
 from pipeline_lib.constants import MANIFEST_FILE, DataMode
-from pipeline_lib.training.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
-from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch, strip_tag
+from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, inputs_for
+from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
 from pipeline_lib.preprocess.noise import split_document
 
 log = logging.getLogger(__name__)
@@ -47,17 +46,17 @@ log = logging.getLogger(__name__)
 
 def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], cfg: BeamConfig,
                         device: torch.device | str = "cpu", contexts: Sequence | None = None,
-                        spec: ContextSpec = ContextSpec()) -> list[list[Hypothesis]]:
+                        inputs: ModelInputs = ModelInputs()) -> list[list[Hypothesis]]:
     """Translate sentences (ids without EOS), sorted by length and batched; input order out.
-    ``contexts[i]``: sentence i's context (pipeline_lib.training.context layout for ``spec``), for
-    models whose context is fixed by the source document (no history needed)."""
+    ``contexts[i]``: sentence i's context (built by ``inputs.context``), for models whose
+    context is fixed by the source document (no history needed)."""
     order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     out: list[list[Hypothesis]] = [[] for _ in srcs]
     for start in range(0, len(order), cfg.batch_size):
         idx = order[start:start + cfg.batch_size]
         batch = source_batch([srcs[i] for i in idx])
         if contexts is not None:
-            batch.ctx_src, extra = context_tensors([{CTX_KEY: contexts[i]} for i in idx], spec)
+            batch.ctx_src, extra = inputs.context_tensors([{CTX_KEY: contexts[i]} for i in idx])
             batch.extra.update(extra)
         for i, hyps in zip(idx, search(model, batch.to(device), cfg)):
             out[i] = hyps
@@ -65,13 +64,13 @@ def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], c
 
 
 def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[Sequence[int]]],
-                           max_sentences: int, cfg: BeamConfig,
+                           inputs: ModelInputs, cfg: BeamConfig,
                            device: torch.device | str = "cpu") -> list[list[list[Hypothesis]]]:
-    """Cross-task document mode: every sentence with its sub-document as ``doc_src`` (sentences
-    are tagged ids without EOS). Sub-documents (``split_document``, as in training) are sorted
-    by length and packed whole into batches of about ``cfg.batch_size`` sentences."""
-    from pipeline_lib.models.crosstask import document_extra
-
+    """DOCUMENT-mode models: every sentence with its sub-document (sentences are tagged ids
+    without EOS; the model's document rule builds the tensors). Sub-documents
+    (``split_document``, as in training) are sorted by length and packed whole into batches of
+    about ``cfg.batch_size`` sentences."""
+    max_sentences = inputs.max_sentences
     subs = [(d, a, b) for d, doc in enumerate(documents) for a, b in split_document(len(doc), max_sentences)]
     subs.sort(key=lambda x: max(len(s) for s in documents[x[0]][x[1]:x[2]]))
     out: list[list[list[Hypothesis]]] = [[[] for _ in doc] for doc in documents]
@@ -80,8 +79,9 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
     def run(group: list[tuple[int, int, int]]) -> None:
         sents = [documents[d][i] for d, a, b in group for i in range(a, b)]
         batch = source_batch(sents)
-        batch.extra.update(document_extra([documents[d][a:b] for d, a, b in group],
-                                          [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)]))
+        batch.extra.update(inputs.documents.collate(
+            [documents[d][a:b] for d, a, b in group],
+            [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)]))
         found = iter(search(model, batch.to(device), cfg))
         for d, a, b in group:
             for i in range(a, b):
@@ -156,10 +156,10 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
                 seed: int = 1) -> dict:
     """Translate ``rows`` and write the hypothesis Parquet; returns the speed/count record.
 
-    ``document_mode``: document-order decoding with history (cache). Otherwise the model's
-    ``data_mode`` decides the input: CONTEXT models read their source context, DOCUMENT models
-    their sub-document (``unit="document"``) or the tagged sentence alone (``unit="sentence"``).
-    ``seed``: the CAMN random-context draw (the training seed reproduces training's draw)."""
+    ``document_mode``: document-order decoding with history. Otherwise the model's inputs decide:
+    CONTEXT models read their source context, DOCUMENT models their sub-document
+    (``unit="document"``) or the tagged sentence alone (``unit="sentence"``). ``seed``: the data
+    seed of context rules that draw at random (the training seed reproduces training's draw)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import sentencepiece as spm
@@ -168,39 +168,36 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
     limit = model.cfg.max_len - 1
     truncated = sum(len(r["src_ids"]) > limit for r in rows)
     doc_ids, docs = group_documents(rows)
-    spec = ContextSpec.for_model(model, spm_path)
-    mode = spec.mode if not document_mode else DataMode.STREAM
-    if spec.tags:   # room for the tag within the model's positions
-        srcs = [[tagged(list(r["src_ids"])[:limit - 1], spec.tag) for r in d] for d in docs]
-    else:
-        srcs = [[list(r["src_ids"])[:limit] for r in d] for d in docs]
+    inputs = inputs_for(model, spm_path)
+    mode = inputs.mode if not document_mode else DataMode.STREAM
+    room = limit - (inputs.tag is not None)   # the tag stays within the model's positions
+    srcs = [[inputs.tag_sentence(list(r["src_ids"])[:room]) for r in d] for d in docs]
     contexts = None
     if mode is DataMode.CONTEXT:
         enriched = [[{"doc_id": r["doc_id"], "sent_idx": r["sent_idx"], "src_ids": s}
                      for r, s in zip(d, ds)] for d, ds in zip(docs, srcs)]
-        add_context(enriched, spec, model.cfg.max_len, seed)
+        inputs.add_context(enriched, seed)
         contexts = [r[CTX_KEY] for d in enriched for r in d]
     t0 = time.perf_counter()
     if mode is DataMode.STREAM:
         hyps = translate_documents(model, srcs, cfg, device)
     elif mode is DataMode.DOCUMENT and unit == "document":
-        hyps = translate_subdocuments(model, srcs, spec.max_sentences, cfg, device)
+        hyps = translate_subdocuments(model, srcs, inputs, cfg, device)
     else:
-        flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device, contexts, spec)
+        flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device, contexts, inputs)
         it = iter(flat)
         hyps = [[next(it) for _ in d] for d in srcs]
     seconds = time.perf_counter() - t0
-    tag = spec.tag
     cols: dict[str, list] = {"doc_id": [], "sent_idx": [], "hyp": [], "score": [], "nbest": []}
     n_tokens = 0
     for doc_id, doc, doc_hyps in zip(doc_ids, docs, hyps):
         for r, h in zip(doc, doc_hyps):
             cols["doc_id"].append(doc_id)
             cols["sent_idx"].append(int(r["sent_idx"]))
-            cols["hyp"].append(sp.decode(strip_tag(h[0].tokens, tag)))
+            cols["hyp"].append(sp.decode(inputs.strip_tag(h[0].tokens)))
             cols["score"].append(h[0].score)
-            cols["nbest"].append([sp.decode(strip_tag(x.tokens, tag)) for x in h])
-            n_tokens += len(strip_tag(h[0].tokens, tag))
+            cols["nbest"].append([sp.decode(inputs.strip_tag(x.tokens)) for x in h])
+            n_tokens += len(inputs.strip_tag(h[0].tokens))
     if cfg.nbest == 1:
         del cols["nbest"]
     table = pa.table({**cols, "sent_idx": pa.array(cols["sent_idx"], pa.int32())})
@@ -213,8 +210,8 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
             "decode_seconds": round(seconds, 3),
             "sentences_per_s": round(n / seconds, 2) if seconds else None,
             "tokens_per_s": round(n_tokens / seconds, 2) if seconds else None,
-            "mode": "document" if document_mode else "sentence", "data_mode": spec.mode.value,
-            "unit": unit if spec.mode is DataMode.DOCUMENT else None}
+            "mode": "document" if document_mode else "sentence", "data_mode": inputs.mode.value,
+            "unit": unit if inputs.mode is DataMode.DOCUMENT else None}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -238,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--mode", choices=["auto", "sentence", "document"], default="auto",
                    help="auto: document mode iff the model needs the history of earlier sentences")
     p.add_argument("--unit", choices=["document", "sentence"], default="document",
-                   help="cross-task models: translate with the sub-document (doc_src) or alone")
+                   help="document-level models: translate with the sub-document or alone")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = p.parse_args(argv)
@@ -253,10 +250,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         manifest.add_input(path)
     model, model_cfg = load_model(a.checkpoint, device=a.device)
     model.eval()
-    document_mode = a.mode == "document" or (a.mode == "auto" and getattr(model, "needs_history", False))
+    document_mode = a.mode == "document" or (a.mode == "auto" and inputs_for(model, a.spm).in_document_order)
     rows = read_shards(a.shards)
     log.info("decoding %d sentences with %s (%d parameters)", len(rows), model_cfg.name, model.num_parameters())
-    # the training seed, so the CAMN random-context ablation draws the memory it was trained with
+    # the training seed, so a context rule that draws at random draws what training drew
     seed = int(read_config(resolve_checkpoint(a.checkpoint)).get("train", {}).get("seed", 1))
     manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,
                                   a.unit, seed)

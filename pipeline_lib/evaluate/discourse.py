@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import pyarrow.parquet as pq
 
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
-from pipeline_lib.training.context import ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.models.inputs import ModelInputs, inputs_for
 from pipeline_lib.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -193,24 +193,25 @@ def evaluate_suite(examples: Iterable[ContrastiveExample], score_fn: ScoreFn) ->
 class CheckpointScorer:
     """``score_fn`` over a trained model: sum of target log-probabilities (EOS included).
 
-    The source context is built by pipeline_lib.training.context exactly as the model was trained
-    (``spec``, :meth:`ContextSpec.for_model`): ``Batch.ctx_src`` (previous k sentences joined by
-    the ``####`` piece, ending in EOS; a lone BOS without context) or CAMN's
-    ``extra["ctx_sents"]``; cross-task models read the tagged sentence with its document
-    (context + current) as ``extra["doc_src"]``. Sentence-level and cache models get no context
-    (``spec.special is None``). The target context is not used: no model here reads target-side
-    history in a teacher-forced pass. CAMN's random-context ablation is scored with the true
-    context (the suites test what the context changes). ``encode`` maps text to subword ids
-    (no BOS/EOS).
+    The source context is built by the model's own rules exactly as the model was trained
+    (``inputs``, the model's :meth:`inputs`, pipeline_lib/models/inputs.py): a CONTEXT-mode
+    model gets its context rule applied to (context sentences + current sentence) as one
+    document; a DOCUMENT-mode model reads the tagged sentence with its document (context +
+    current) through its document rule. Sentence-level and stream models get no context. The
+    target context is not used: no model here reads target-side history in a teacher-forced
+    pass. Ablations that replace the context by random sentences are scored with the true
+    context (``true_context``: the suites test what the context changes). ``encode`` maps text
+    to subword ids (no BOS/EOS).
     """
 
     def __init__(self, model: "torch.nn.Module", encode: Callable[[str], list[int]],
-                 device: str = "cpu", max_len: int = 256, spec: ContextSpec = ContextSpec()):
+                 device: str = "cpu", max_len: int = 256, inputs: ModelInputs = ModelInputs()):
         self.model = model.eval()
         self.encode = encode
         self.device = device
         self.max_len = max_len
-        self.spec = replace(spec, random_context=False)
+        self.inputs = (inputs if inputs.context is None
+                       else replace(inputs, context=inputs.context.true_context()))
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Path, device: str = "cpu") -> "CheckpointScorer":
@@ -222,7 +223,7 @@ class CheckpointScorer:
         model, cfg = load_model(checkpoint, device=device)
         spm_path = Path(checkpoint) / "spm.model"
         sp = spm.SentencePieceProcessor(model_file=str(spm_path))
-        return cls(model, sp.encode, device, cfg.max_len, ContextSpec.for_model(model, spm_path))
+        return cls(model, sp.encode, device, cfg.max_len, inputs_for(model, spm_path))
 
     def _ids(self, text: str) -> list[int]:
         return list(self.encode(text))[: self.max_len - 2]   # room for EOS and a language tag
@@ -234,14 +235,13 @@ class CheckpointScorer:
         from pipeline_lib.batch import Batch
 
         n = len(candidates)
-        tag = self.spec.tag
-        ys = [self._ids(c) if tag is None else tagged(self._ids(c), tag) for c in candidates]
+        ys = [self.inputs.tag_sentence(self._ids(c)) for c in candidates]
         T = max(len(y) for y in ys) + 1
 
         def padded(rows: list[list[int]], width: int):
             return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows], device=self.device)
 
-        doc = [self._ids(t) if tag is None else tagged(self._ids(t), tag) for t in src_context + [src]]
+        doc = [self.inputs.tag_sentence(self._ids(t)) for t in src_context + [src]]
         x = doc[-1] + [EOS_ID]
         batch = Batch(
             src=padded([x] * n, len(x)),
@@ -249,16 +249,15 @@ class CheckpointScorer:
             tgt_out=padded([y + [EOS_ID] for y in ys], T),
             doc_id=["contrastive"] * n, sent_idx=[len(src_context)] * n,
         )
-        if self.spec.mode is DataMode.CONTEXT:
+        if self.inputs.mode is DataMode.CONTEXT:
             rows = [{"doc_id": "contrastive", "sent_idx": i, "src_ids": s} for i, s in enumerate(doc)]
-            add_context([rows], self.spec, self.max_len, 0)
-            ctx_src, extra = context_tensors([rows[-1]] * n, self.spec)
+            self.inputs.add_context([rows], 0)
+            ctx_src, extra = self.inputs.context_tensors([rows[-1]] * n)
             batch.ctx_src = None if ctx_src is None else ctx_src.to(self.device)
             batch.extra.update({k: v.to(self.device) for k, v in extra.items()})
-        elif self.spec.mode is DataMode.DOCUMENT:
-            from pipeline_lib.models.crosstask import document_extra
-
-            batch.extra.update(document_extra([doc], [0] * n, device=self.device))
+        elif self.inputs.mode is DataMode.DOCUMENT:
+            extra = self.inputs.documents.collate([doc], [0] * n)
+            batch.extra.update({k: v.to(self.device) for k, v in extra.items()})
         with torch.no_grad():
             logits = self.model(batch).logits                          # (n, T, V)
             logp = torch.log_softmax(logits.float(), dim=-1)

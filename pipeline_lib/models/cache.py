@@ -66,7 +66,7 @@ doc_start True), so the cache of row b carries over from one batch to the next. 
 starts fresh streams (all rows empty). A missing ``doc_start`` is an error, not a sentence-level
 fallback. Training and evaluation keep separate caches, so a validation pass in the middle of
 training does not disturb the training streams.
-Decoding: ``pipeline_lib.evaluate.decode.translate_documents`` (``needs_history = True``) calls
+Decoding: ``pipeline_lib.evaluate.decode.translate_documents`` (``in_document_order``) calls
 ``start_documents(n)``, then per sentence index a search over a batch whose
 ``batch.extra["doc_slot"]`` (B,) long gives each row's document slot, then
 ``finish_sentences(1-best ids, slots)``. A search without ``doc_slot`` (sentence mode, the
@@ -91,9 +91,8 @@ Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: cache`` wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -101,7 +100,8 @@ from torch import nn
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, DataMode, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID
-from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.config import ModelConfig, parse_extras
+from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import LayerContext
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import EncoderOut, Transformer
@@ -129,21 +129,6 @@ class CacheConfig:
     def __post_init__(self) -> None:
         if self.cache_size < 1:
             raise ValueError(f"cache: cache_size={self.cache_size} must be >= 1")
-
-    @classmethod
-    def from_extras(cls, extras: dict[str, Any]) -> "CacheConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - known)
-        if unknown:
-            raise ValueError(f"cache: unknown extras {unknown}; known keys are {sorted(known)}")
-        d = dict(extras)
-        if "fusion" in d:
-            try:
-                d["fusion"] = Fusion(d["fusion"])
-            except ValueError:
-                raise ValueError(f"cache: fusion={d['fusion']!r}; choose one of "
-                                 f"{[f.value for f in Fusion]}") from None
-        return cls(**d)
 
 
 class ContinuousCache:
@@ -261,12 +246,9 @@ def _record_context(module: nn.Module, args: tuple, output: torch.Tensor) -> Non
 class CacheTransformer(Transformer):
     """Transformer + continuous cache read before the output layer (Tu et al. 2018)."""
 
-    needs_history = True   # the cache holds the 1-best translations of earlier sentences
-    data_mode: DataMode = DataMode.STREAM   # document streams, rows continue across batches
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.cache_cfg = CacheConfig.from_extras(cfg.extras)
+        self.cache_cfg = parse_extras(CacheConfig, cfg.extras, "cache")
         out = cfg.d_model if self.cache_cfg.fusion is Fusion.DEEP else 1
         self.cache_gate = CacheGate(cfg.d_model, out)
         self.decoder[-1].blocks["cross_attn"].fn.register_forward_hook(_record_context)
@@ -274,6 +256,13 @@ class CacheTransformer(Transformer):
         # Document streams, not parameters: "train"/"eval" (forward) and "decode" (search).
         self._streams: dict[str, ContinuousCache] = {}
         self._pending: EncoderOut | None = None   # encoder output of the last document-mode search
+
+    def inputs(self, special: SpecialIds | None) -> ModelInputs:
+        """Document streams in training; decoding in document order so the cache holds the
+        1-best translations of earlier sentences (the Data section)."""
+        return ModelInputs(mode=DataMode.STREAM, in_document_order=True, dev_bleu_skip=(
+            "the continuous cache reads its 1-best history only in document-order decoding; "
+            "greedy dev search would score the sentence-level model"))
 
     # --- reading: (matching), (reading), (gate), (combining) ----------------------------
     def decoder_context(self, enc: EncoderOut) -> LayerContext:

@@ -56,10 +56,10 @@ has at least one real slot). L <= ``max_len``. ``ctx_src`` is not read in this m
 
 ``batch.src``, ``tgt_in``, ``tgt_out`` as for the baseline. The context is required in training,
 validation and decoding (a missing one is an error, not a sentence-level fallback). It is
-source-side, so ``needs_history = False``.
+source-side, so no translation history is needed.
 
 ``random_context: true`` (the paper's "without inter-sentence attention" ablation) changes no
-module: the LOADER must honour it (read :attr:`CAMNTransformer.random_context`) by filling the
+module: the data side honours it (:meth:`CAMNTransformer.inputs` declares a random rule) by filling the
 memory with sentence(s) from a random other position instead of the true previous ones: for each
 current sentence, draw each memory sentence uniformly from the source sentences of the same split
 that are neither the current sentence nor one of its true N previous sentences, deterministically
@@ -69,8 +69,7 @@ from the data seed and (doc_id, sent_idx), in training, validation and test alik
 Extras (``ModelConfig.extras``)
 -------------------------------
 ``memory_sentences`` (int, 1): N, previous source sentences in the memory; read by the loader
-and decoder that build ``ctx_src``/``ctx_sents`` (also as :attr:`context_sentences`, the name
-DocT uses).
+and decoder that build ``ctx_src``/``ctx_sents`` through :meth:`CAMNTransformer.inputs`.
 ``memory_mode`` ("concat" | "weighted", "concat"): Eq. 18 concatenation or Eq. 14-15 beta weights.
 ``rnn`` (bool, true): the GRU of Eq. 5; false = the paper's "without RNN" ablation
 (self-attention straight over the memory embeddings).
@@ -89,16 +88,17 @@ Transformer's parameters); :meth:`CAMNTransformer.new_parameter_names` lists the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import DataMode, PAD_ID
-from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.config import ModelConfig, parse_extras
+from pipeline_lib.models.inputs import (ModelInputs, PreviousSentences, PreviousSentenceSlots,
+                                        RandomSentences, SpecialIds, require_special)
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, Layer, LayerContext,
                                         Memory, SubLayer)
 from pipeline_lib.models.transformer import EncoderOut, Transformer
@@ -124,26 +124,8 @@ class CAMNConfig:
     random_context: bool = False
 
     def __post_init__(self) -> None:
-        for name, kind in (("memory_sentences", int), ("rnn", bool), ("random_context", bool)):
-            if not isinstance(getattr(self, name), kind):
-                raise ValueError(f"camn: {name}={getattr(self, name)!r} is not a {kind.__name__}")
         if self.memory_sentences < 1:
             raise ValueError(f"camn: memory_sentences={self.memory_sentences} must be >= 1")
-
-    @classmethod
-    def from_extras(cls, extras: dict[str, Any]) -> "CAMNConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - known)
-        if unknown:
-            raise ValueError(f"camn: unknown extras {unknown}; known keys are {sorted(known)}")
-        d = dict(extras)
-        if "memory_mode" in d:
-            try:
-                d["memory_mode"] = MemoryMode(d["memory_mode"])
-            except ValueError:
-                raise ValueError(f"camn: memory_mode={d['memory_mode']!r}; choose one of "
-                                 f"{[m.value for m in MemoryMode]}") from None
-        return cls(**d)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -168,12 +150,9 @@ class ContextGate(nn.Module):
 class CAMNTransformer(Transformer):
     """Transformer whose encoder output is gated with an inter-sentence memory read (Jiang et al.)."""
 
-    needs_history = False   # the memory is the *source* document: no 1-best history needed
-    data_mode: DataMode = DataMode.CONTEXT   # ctx_src / ctx_sents from the previous source sentences
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.camn = CAMNConfig.from_extras(cfg.extras)
+        self.camn = parse_extras(CAMNConfig, cfg.extras, "camn")
         d = cfg.d_model
         # Eq. 5: h_t = GRU(h_{t-1}, e_t) over the memory embeddings (absent in the "w/o RNN" ablation).
         self.context_rnn = nn.GRU(d, d, batch_first=True) if self.camn.rnn else None
@@ -184,15 +163,15 @@ class CAMNTransformer(Transformer):
         self.context_gate = ContextGate(d)   # Eq. 16
         self.reset_parameters()   # the base class initialised before the new modules existed
 
-    @property
-    def context_sentences(self) -> int:
-        """N of this model: the loader and decoder build the memory from N previous sentences."""
-        return self.camn.memory_sentences
-
-    @property
-    def random_context(self) -> bool:
-        """The loader replaces the memory by random other sentences when True (module docstring)."""
-        return self.camn.random_context
+    def inputs(self, special: SpecialIds | None) -> ModelInputs:
+        """The memory from the previous source sentences (the Data section): ``ctx_src``
+        (concat) or ``extra["ctx_sents"]`` (weighted), random sentences with ``random_context``."""
+        n, max_len = self.camn.memory_sentences, self.cfg.max_len
+        rule = (PreviousSentenceSlots(n, max_len, CTX_SENTS)
+                if self.camn.memory_mode is MemoryMode.WEIGHTED
+                else PreviousSentences(n, max_len, require_special(special, "camn").sent_break))
+        return ModelInputs(mode=DataMode.CONTEXT,
+                           context=RandomSentences(rule) if self.camn.random_context else rule)
 
     # --- memory ----------------------------------------------------------------------------
     def memory_tokens(self, batch: Batch) -> torch.Tensor:

@@ -81,13 +81,15 @@ detokenising.
 
 Training and inference
 ----------------------
-Pre-training: :func:`task_schedule` (step, ``train.aux_ratio``) says whether step ``step``
-takes a translation batch (``Phase.SENTENCE``) or a restoration batch (``Phase.DOCUMENT``);
+Pre-training: the schedule of :class:`~pipeline_lib.models.inputs.ModelInputs`
+(:func:`~pipeline_lib.models.inputs.interleaved_schedule` of step and ``train.aux_ratio``) says
+whether a step takes a translation batch (``Phase.SENTENCE``) or a restoration batch
+(``Phase.DOCUMENT``);
 0.5 alternates strictly, as in the paper. Fine-tuning (all parameters, from the pre-trained
-checkpoint via ``train.init_from``): :func:`task_schedule` with ``train.aux_ratio`` alternates
+checkpoint via ``train.init_from``): the same schedule with ``train.aux_ratio`` alternates
 sentence-level and document-level batches of the parallel documents. Inference has two modes,
 both reported: **sentence** (plain sentence batches, gate off) and **document** (``doc_src`` =
-the source sub-document; no target history, so ``needs_history = False`` and sentences may be
+the source sub-document; no target history, so sentences may be
 translated in any order).
 
 The paper trains every parameter in both stages (no freezing). For a two-step comparison with
@@ -107,10 +109,8 @@ N_g sentence-encoder layers; null = every encoder layer (N_g = N). Must be 1..en
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
-from enum import Enum
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -118,7 +118,8 @@ from torch import nn
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import DataMode, EOS_ID, PAD_ID
-from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.config import ModelConfig, parse_extras
+from pipeline_lib.models.inputs import DocumentRule, ModelInputs, SpecialIds, require_special
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, LayerContext, Memory,
                                         SubLayer)
 from pipeline_lib.models.transformer import EncoderOut, Transformer
@@ -128,29 +129,6 @@ DOC_INDEX = "doc_index"         # batch.extra key: (B,) document of each row (op
 GLOBAL_MEMORY = "global"        # the stacked sentence vectors C of a row's document
 GLOBAL_ATTN = "global_attn"     # module/block name of the global context attention sub-layers
 NEW_MODULES = ("sent_repr", GLOBAL_ATTN, "global_norm", "global_gate")
-
-
-class Phase(str, Enum):
-    """Which kind of batch a training step takes."""
-
-    SENTENCE = "sentence"    # pre-training: translation pairs; fine-tuning: sentence pairs
-    DOCUMENT = "document"    # pre-training: restoration instances; fine-tuning: document batches
-
-
-def task_schedule(step: int, doc_ratio: float) -> Phase:
-    """Phase of training step ``step`` (0-based) when a share ``doc_ratio`` of steps are document-level.
-
-    Steps interleave evenly and deterministically (no RNG, so resuming at a step continues the
-    same schedule): step s is DOCUMENT iff ``floor((s+1) r) > floor(s r)``, so every prefix of n
-    steps has exactly ``floor(n r)`` document steps; r = 0.5 alternates S, D, S, D, ...
-    """
-    if not 0.0 <= doc_ratio <= 1.0:
-        raise ValueError(f"crosstask: doc_ratio={doc_ratio} must lie in [0, 1]")
-    if step < 0:
-        raise ValueError(f"crosstask: step={step} must be >= 0")
-    eps = 1e-9   # 3 * (1/3) must count as 1
-    return (Phase.DOCUMENT if math.floor((step + 1) * doc_ratio + eps) > math.floor(step * doc_ratio + eps)
-            else Phase.SENTENCE)
 
 
 def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequence[int],
@@ -178,6 +156,17 @@ def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequ
 
 
 @dataclass(frozen=True)
+class SubDocuments(DocumentRule):
+    """Document-level batches of this model: ``doc_src`` / ``doc_index`` (:func:`document_extra`)."""
+
+    max_sentences: int
+
+    def collate(self, documents: Sequence[Sequence[Sequence[int]]],
+                doc_index: Sequence[int]) -> dict[str, torch.Tensor]:
+        return document_extra(documents, doc_index)
+
+
+@dataclass(frozen=True)
 class CrossTaskConfig:
     """The ``extras`` this model reads (module docstring); unknown keys are an error (typos)."""
 
@@ -185,22 +174,13 @@ class CrossTaskConfig:
     repr_dim: int | None = None
     max_sentences: int = 30
 
-    @classmethod
-    def from_extras(cls, extras: dict[str, Any], enc_layers: int) -> "CrossTaskConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - known)
-        if unknown:
-            raise ValueError(f"crosstask: unknown extras {unknown}; known keys are {sorted(known)}")
-        c = cls(**extras)
-        n_g = c.n_global(enc_layers)
-        if not 1 <= n_g <= enc_layers:
-            raise ValueError(f"crosstask: global_layers={n_g} must be in 1..enc_layers={enc_layers} "
-                             "(each global layer shares one sentence-encoder layer)")
-        if c.repr_dim is not None and c.repr_dim < 1:
-            raise ValueError(f"crosstask: repr_dim={c.repr_dim} must be >= 1")
-        if c.max_sentences < 1:
-            raise ValueError(f"crosstask: max_sentences={c.max_sentences} must be >= 1")
-        return c
+    def __post_init__(self) -> None:
+        if self.global_layers is not None and self.global_layers < 1:
+            raise ValueError(f"crosstask: global_layers={self.global_layers} must be >= 1")
+        if self.repr_dim is not None and self.repr_dim < 1:
+            raise ValueError(f"crosstask: repr_dim={self.repr_dim} must be >= 1")
+        if self.max_sentences < 1:
+            raise ValueError(f"crosstask: max_sentences={self.max_sentences} must be >= 1")
 
     def n_global(self, enc_layers: int) -> int:
         return enc_layers if self.global_layers is None else self.global_layers
@@ -238,13 +218,13 @@ class GlobalContextGate(nn.Module):
 class CrossTaskTransformer(Transformer):
     """Transformer + global context encoder (shared sub-layers) + gate (Chen et al. 2021)."""
 
-    needs_history = False   # document mode reads the *source* document only
-    data_mode: DataMode = DataMode.DOCUMENT   # tagged sentences + doc_src sub-documents
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.xt = CrossTaskConfig.from_extras(cfg.extras, cfg.enc_layers)
+        self.xt = parse_extras(CrossTaskConfig, cfg.extras, "crosstask")
         d, n_g = cfg.d_model, self.xt.n_global(cfg.enc_layers)
+        if n_g > cfg.enc_layers:
+            raise ValueError(f"crosstask: global_layers={n_g} must be in 1..enc_layers={cfg.enc_layers} "
+                             "(each global layer shares one sentence-encoder layer)")
         self.sent_repr = nn.ModuleList(
             SentenceRepresentation(d, self.xt.repr_dim or d) for _ in range(n_g))
         self.global_attn = nn.ModuleList(
@@ -256,10 +236,12 @@ class CrossTaskTransformer(Transformer):
         self.global_gate = GlobalContextGate(d)
         self.reset_parameters()   # the base class initialised before the new modules existed
 
-    @property
-    def max_sentences(self) -> int:
-        """Sub-document size the loader and decoder use for document-level input."""
-        return self.xt.max_sentences
+    def inputs(self, special: SpecialIds | None) -> ModelInputs:
+        """Tagged sentences, and sub-documents of at most ``max_sentences`` sentences for the
+        document-level batches (the Data section); restoration rows take the source tag."""
+        special = require_special(special, "crosstask")
+        return ModelInputs(mode=DataMode.DOCUMENT, documents=SubDocuments(self.xt.max_sentences),
+                           tag=special.tgt_tag, restore_tag=special.src_tag)
 
     def global_context(self, batch: Batch) -> torch.Tensor:
         """Global context encoder (Eq. 1-5): (B, S, d) states G of ``batch.src`` in its document."""

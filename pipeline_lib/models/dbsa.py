@@ -55,7 +55,7 @@ Reads ``batch.src`` (B, S), ``tgt_in`` (B, T), ``tgt_out`` as the baseline, plus
 
 Either heads field may be ``None`` (its loss term is then left out); both ``None`` (decoding,
 or a corpus without parses) gives ``aux_loss = None``. The data loader reads the head columns
-only when ``LoaderConfig.with_heads`` is set: :attr:`DependencyTransformer.needs_heads` says so.
+only when the model's inputs say so (:meth:`DependencyTransformer.inputs`, ``heads=True``).
 No ``extra`` keys.
 
 Extras (``ModelConfig.extras``)
@@ -79,16 +79,16 @@ fnmatch patterns (``train.freeze``) matching exactly the baseline's parameters;
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import NO_HEAD, DataMode
-from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.constants import NO_HEAD
+from pipeline_lib.models.config import ModelConfig, parse_extras
+from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import Attention, AttnKind, LayerContext
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import Transformer
@@ -114,13 +114,6 @@ class DBSAConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"dbsa: {name}={getattr(self, name)} must be >= 0")
 
-    @classmethod
-    def from_extras(cls, extras: dict[str, Any]) -> "DBSAConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - known)
-        if unknown:
-            raise ValueError(f"dbsa: unknown extras {unknown}; known: {sorted(known)}")
-        return cls(**extras)
 
 
 class DependencyAttention(Attention):
@@ -215,14 +208,9 @@ def parse_loss(log_attn: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor
 class DependencyTransformer(Transformer):
     """Transformer with a supervised bi-affine parse head in one encoder and one decoder layer."""
 
-    needs_history = False   # sentence-level: no document context
-    data_mode: DataMode = DataMode.SENTENCE   # sentence pairs with their dependency heads
-    #: the data loader must read ``src_heads`` / ``tgt_heads`` (LoaderConfig.with_heads) to train.
-    needs_heads = True
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.dbsa = DBSAConfig.from_extras(cfg.extras)
+        self.dbsa = parse_extras(DBSAConfig, cfg.extras, "dbsa")
         # 1-based p_e / p_d, clamped to the stack depth -> 0-based indices.
         self.parse_enc_index = min(self.dbsa.parse_layer_enc, cfg.enc_layers) - 1
         self.parse_dec_index = min(self.dbsa.parse_layer_dec, cfg.dec_layers) - 1
@@ -231,6 +219,10 @@ class DependencyTransformer(Transformer):
             stack[index].blocks[SELF_ATTN].fn = DependencyAttention(
                 cfg.d_model, cfg.n_heads, cfg.dropout, kind)
         self.reset_parameters()   # the base class initialised before the new modules existed
+
+    def inputs(self, special: SpecialIds | None) -> ModelInputs:
+        """Sentence pairs with their subword dependency heads (the Data section)."""
+        return ModelInputs(heads=True)
 
     @property
     def parse_enc(self) -> DependencyAttention:

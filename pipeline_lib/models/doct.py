@@ -41,7 +41,7 @@ gets positions 0..C-1); a builder that must cut keeps the most recent tokens. ``
 ``tgt_in`` and ``tgt_out`` as for the baseline; no ``extra`` keys. ``ctx_src`` is required in
 training, validation and decoding (a missing one is an error, not a silent sentence-level
 fallback). The context is source-side, so decoding needs no target history
-(``needs_history = False``): the sentences of a document can be translated in any order once
+(no translation history): the sentences of a document can be translated in any order once
 ``ctx_src`` is built from the source document.
 
 THUMT feeds the context as the k preceding sentences joined by a space, with an empty context for
@@ -71,16 +71,17 @@ parameters a baseline checkpoint does not have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import DataMode, PAD_ID
-from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.config import ModelConfig, parse_extras
+from pipeline_lib.models.inputs import (ModelInputs, PreviousSentences, SpecialIds,
+                                        require_special)
 from pipeline_lib.models.layers import (Attention, AttnKind, LayerContext, Memory, SubLayer,
                                         encoder_layer)
 from pipeline_lib.models.transformer import Transformer
@@ -109,28 +110,10 @@ class DocTConfig:
     gating: bool = True
 
     def __post_init__(self) -> None:
-        for name, kind in (("context_sentences", int), ("context_layers", int), ("gating", bool)):
-            if not isinstance(getattr(self, name), kind):
-                raise ValueError(f"doct: {name}={getattr(self, name)!r} is not a {kind.__name__}")
         if self.context_sentences < 1:
             raise ValueError(f"doct: context_sentences={self.context_sentences} must be >= 1")
         if self.context_layers < 0:
             raise ValueError(f"doct: context_layers={self.context_layers} must be >= 0")
-
-    @classmethod
-    def from_extras(cls, extras: dict[str, Any]) -> "DocTConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(extras) - known)
-        if unknown:
-            raise ValueError(f"doct: unknown extras {unknown}; known keys are {sorted(known)}")
-        d = dict(extras)
-        if "context_in" in d:
-            try:
-                d["context_in"] = ContextIn(d["context_in"])
-            except ValueError:
-                raise ValueError(f"doct: context_in={d['context_in']!r}; choose one of "
-                                 f"{[c.value for c in ContextIn]}") from None
-        return cls(**d)
 
     @property
     def in_encoder(self) -> bool:
@@ -178,12 +161,9 @@ class GatedSubLayer(nn.Module):
 class DocTransformer(Transformer):
     """Transformer + context encoder + context attention in both stacks (Zhang et al. 2018)."""
 
-    needs_history = False   # the context is the *source* document: no 1-best history needed
-    data_mode: DataMode = DataMode.CONTEXT   # ctx_src from the previous source sentences
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.doct = DocTConfig.from_extras(cfg.extras)
+        self.doct = parse_extras(DocTConfig, cfg.extras, "doct")
         d, h, drop = cfg.d_model, cfg.n_heads, cfg.dropout
         # Context encoder (Fig. 1): N_c layers of self-attention + FFN over ctx_src.
         self.context_encoder = nn.ModuleList(
@@ -202,10 +182,11 @@ class DocTransformer(Transformer):
                 layer.insert(CTX_ATTN, block, after="self_attn")
         self.reset_parameters()   # the base class initialised before the new modules existed
 
-    @property
-    def context_sentences(self) -> int:
-        """k of this model: the data loader and decoder build ``ctx_src`` from k sentences."""
-        return self.doct.context_sentences
+    def inputs(self, special: SpecialIds | None) -> ModelInputs:
+        """``ctx_src``: the previous k source sentences (the Data section); the context is the
+        source document, so sentences may be decoded in any order."""
+        return ModelInputs(mode=DataMode.CONTEXT, context=PreviousSentences(
+            self.doct.context_sentences, self.cfg.max_len, require_special(special, "doct").sent_break))
 
     def extra_memories(self, batch: Batch) -> dict[str, Memory]:
         """Context encoder: encode ``ctx_src`` (B, C) into the ``context`` memory (B, C, d)."""

@@ -168,8 +168,3 @@ def beam_search(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> list[l
 
 def search(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> list[list[Hypothesis]]:
     return greedy_search(model, batch, cfg) if cfg.greedy else beam_search(model, batch, cfg)
-
-
-def strip_tag(tokens: list[int], tag: int | None) -> list[int]:
-    """A cross-task hypothesis without its leading language tag (other models: unchanged)."""
-    return tokens[1:] if tag is not None and tokens[:1] == [tag] else tokens

@@ -5,7 +5,8 @@ shared by source, target and output projection over the joint sentencepiece voca
 sqrt(d_model) (Sec. 3.4), post-norm residual blocks (Sec. 5.4) unless ``norm_first``.
 
 Context-aware models subclass :class:`Transformer` and use its extension points instead of
-copying methods: ``Layer.insert`` (extra sub-layers, see layers.py), ``extra_memories`` (more
+copying methods: ``inputs`` (what the loader and decoder must build for it: the protocol of
+models/inputs.py), ``Layer.insert`` (extra sub-layers, see layers.py), ``extra_memories`` (more
 states to attend to), ``project`` (after the last decoder layer), and the document hooks
 ``start_documents`` / ``finish_sentences`` that pipeline_lib.evaluate.decode calls in document mode.
 """
@@ -21,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode, PAD_ID
+from pipeline_lib.constants import PAD_ID
 from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,
                                         encoder_layer, sinusoidal_positions)
 from pipeline_lib.models.output import ModelOutput
@@ -77,10 +79,6 @@ class DecoderState:
 class Transformer(nn.Module):
     """Encoder-decoder Transformer; ``forward`` for training, ``encode``/``decode_step`` for search."""
 
-    #: pipeline_lib.evaluate.decode translates document by document (history in order) when True.
-    needs_history: bool = False
-    data_mode: DataMode = DataMode.SENTENCE   # which loader feeds it (pipeline_lib.training.data)
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -110,6 +108,12 @@ class Transformer(nn.Module):
             nn.init.normal_(emb.weight, 0.0, self.cfg.d_model ** -0.5)
             with torch.no_grad():
                 emb.weight[PAD_ID].zero_()
+
+    def inputs(self, special: SpecialIds | None) -> ModelInputs:
+        """What this model reads besides the sentence pair (the protocol, models/inputs.py);
+        the baseline reads sentence pairs only. ``special``: the piece ids of its sentencepiece
+        model (None when it has none)."""
+        return ModelInputs()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -13,8 +13,8 @@ Why this shape:
   stores ``DataPosition(epoch, batches)`` and ``TrainLoader.iterate(position)`` skips exactly the
   batches already consumed (it re-reads and re-batches them but never trains on them).
 
-Data modes (``LoaderConfig.context.mode``, from the model's ``data_mode``; see
-pipeline_lib/training/context.py for the context layouts):
+Data modes (``LoaderConfig.inputs.mode``, declared by the model: pipeline_lib/models/inputs.py,
+which also builds the contexts):
 
 - SENTENCE: rows of row groups, as above (doc shards work too: rows are rows).
 - CONTEXT: the work unit is a whole doc shard (documents are never split across shards, so
@@ -23,13 +23,13 @@ pipeline_lib/training/context.py for the context layouts):
 - STREAM: per work unit, the documents (shuffled with seed + epoch) are dealt to B lanes, B =
   ``max_tokens`` / average padded row length of the unit; batch t holds the t-th sentence of
   every lane that has one, ``extra["doc_start"]`` marking first sentences, so row b of
-  consecutive batches continues one document. B shrinks only at a unit's tail (the cache model
-  then starts fresh streams). DataLoader workers would interleave lanes of different workers,
+  consecutive batches continues one document. B shrinks only at a unit's tail (the model then
+  starts fresh streams). DataLoader workers would interleave lanes of different workers,
   so this mode always reads in the main process (``num_workers`` is ignored).
 - DOCUMENT: whole sub-documents (``split_document`` into at most ``max_sentences``) packed by
-  tokens; every sentence tagged with the output-language tag; ``extra["doc_src"]`` /
-  ``extra["doc_index"]``. Restoration shards (a ``ctx_ids`` column) give restoration batches
-  (tag of the source language, document input = the ``ctx_ids``).
+  tokens; every sentence carries the model's tag; the model's document rule adds the
+  sub-document tensors to ``extra``. Restoration shards (a ``ctx_ids`` column) give
+  restoration batches (the model's restoration tag, document input = the ``ctx_ids``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_START, PAD_ID, DataMode
-from pipeline_lib.training.context import CTX_KEY, ContextSpec, add_context, context_tensors, tagged
+from pipeline_lib.models.inputs import CTX_KEY, ModelInputs
 from pipeline_lib.preprocess.noise import split_document
 
 SHARD_GLOB = "shard-*.parquet"
@@ -65,8 +65,12 @@ class LoaderConfig:
     buffer_sents: int = 20000
     max_len: int = 1024
     num_workers: int = 0
-    with_heads: bool = False
-    context: ContextSpec = ContextSpec()
+    inputs: ModelInputs = ModelInputs()
+
+    @property
+    def with_heads(self) -> bool:
+        """Read the subword dependency head columns (the model is supervised with them)."""
+        return self.inputs.heads
 
 
 @dataclass(frozen=True)
@@ -168,17 +172,16 @@ def _row_len(row: dict) -> int:
     return n
 
 
-def prepare(row: dict, spec: ContextSpec) -> dict:
-    """Cross-task rows get their language tag (``src_ids``, ``tgt_ids`` and the sentence as the
-    document input sees it); other modes use rows as read. Restoration rows (``ctx_ids``) take
-    the tag of the language they restore (the source language), translation rows the target's."""
-    if not spec.tags:
+def prepare(row: dict, inputs: ModelInputs) -> dict:
+    """Rows of a model with tags get them (``src_ids``, ``tgt_ids`` and the sentence as the
+    document input sees it); other models use rows as read. Restoration rows (``ctx_ids``) take
+    the model's restoration tag, translation rows its translation tag."""
+    if inputs.tag is None and inputs.restore_tag is None:
         return row
     restore = row.get(_RESTORE_COLUMN) is not None
-    tag = spec.special.src_tag if restore else spec.special.tgt_tag
-    row["src_ids"] = tagged(row["src_ids"], tag)
-    row["tgt_ids"] = tagged(row["tgt_ids"], tag)
-    row[_DOC_SENT] = tagged(row[_RESTORE_COLUMN], tag) if restore else row["src_ids"]
+    row["src_ids"] = inputs.tag_sentence(row["src_ids"], restore)
+    row["tgt_ids"] = inputs.tag_sentence(row["tgt_ids"], restore)
+    row[_DOC_SENT] = inputs.tag_sentence(row[_RESTORE_COLUMN], True) if restore else row["src_ids"]
     return row
 
 
@@ -216,7 +219,7 @@ def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
     return out
 
 
-def collate(rows: list[dict], spec: ContextSpec = ContextSpec()) -> Batch:
+def collate(rows: list[dict], inputs: ModelInputs = ModelInputs()) -> Batch:
     """Rows -> ``Batch``: src = x + EOS, tgt_in = BOS + y, tgt_out = y + EOS (PAD_ID padded).
 
     Heads (when read) are padded with -1; ``tgt_heads`` gets a leading -1 for the BOS position so
@@ -232,20 +235,19 @@ def collate(rows: list[dict], spec: ContextSpec = ContextSpec()) -> Batch:
     if rows and "tgt_heads" in rows[0] and all(r["tgt_heads"] is not None for r in rows):
         b.tgt_heads = _pad([[-1] + list(r["tgt_heads"]) for r in rows], -1)
     if rows and CTX_KEY in rows[0]:
-        b.ctx_src, extra = context_tensors(rows, spec)
+        b.ctx_src, extra = inputs.context_tensors(rows)
         b.extra.update(extra)
     return b
 
 
-def collate_documents(subdocs: list[list[dict]]) -> Batch:
-    """Sub-documents -> a cross-task document-level ``Batch``: the rows of every sub-document,
-    with ``extra["doc_src"]`` (its sentences) and ``extra["doc_index"]`` (each row's entry)."""
-    from pipeline_lib.models.crosstask import document_extra
-
+def collate_documents(subdocs: list[list[dict]], inputs: ModelInputs) -> Batch:
+    """Sub-documents -> a document-level ``Batch``: the rows of every sub-document, plus the
+    ``extra`` tensors the model's document rule builds from the sub-documents' sentences and
+    each row's sub-document."""
     rows = [r for d in subdocs for r in d]
     b = collate(rows)
-    b.extra.update(document_extra([[r[_DOC_SENT] for r in d] for d in subdocs],
-                                  [n for n, d in enumerate(subdocs) for _ in d]))
+    b.extra.update(inputs.documents.collate([[r[_DOC_SENT] for r in d] for d in subdocs],
+                                            [n for n, d in enumerate(subdocs) for _ in d]))
     return b
 
 
@@ -296,11 +298,11 @@ def pack_documents(subdocs: list[list[dict]], max_tokens: int) -> list[list[list
 def _document_rows(docs: list[list[dict]], cfg: LoaderConfig) -> list[list[dict]]:
     """Documents with their unusable rows dropped (and context added in CONTEXT mode; the
     context of a row is its previous *usable* rows, which is what decoding sees too)."""
-    kept = [[r for r in (prepare(x, cfg.context) for x in d) if _usable(r, cfg.max_len)]
+    kept = [[r for r in (prepare(x, cfg.inputs) for x in d) if _usable(r, cfg.max_len)]
             for d in docs]
     kept = [d for d in kept if d]
-    if cfg.context.mode is DataMode.CONTEXT:
-        add_context(kept, cfg.context, cfg.max_len, cfg.seed)
+    if cfg.inputs.mode is DataMode.CONTEXT:
+        cfg.inputs.add_context(kept, cfg.seed)
     return kept
 
 
@@ -325,7 +327,7 @@ class ShardStream(IterableDataset):
     def stream_units(self, worker_id: int, num_workers: int) -> list[WorkUnit]:
         """The work units of stream ``rank * num_workers + worker_id`` in this epoch's order."""
         n_streams = self.world_size * num_workers
-        units = work_units(self.files, n_streams, self.cfg.context.mode is not DataMode.SENTENCE)
+        units = work_units(self.files, n_streams, self.cfg.inputs.mode is not DataMode.SENTENCE)
         random.Random(self.cfg.seed * 1_000_003 + self.epoch).shuffle(units)
         return units[self.rank * num_workers + worker_id :: n_streams]
 
@@ -334,7 +336,7 @@ class ShardStream(IterableDataset):
         worker_id, num_workers = (info.id, info.num_workers) if info else (0, 1)
         stream = self.rank * num_workers + worker_id
         rng = random.Random((self.cfg.seed * 1_000_003 + self.epoch) * 10_007 + stream)
-        mode = self.cfg.context.mode
+        mode = self.cfg.inputs.mode
         units = self.stream_units(worker_id, num_workers)
         if mode is DataMode.STREAM:
             for unit in units:
@@ -347,10 +349,10 @@ class ShardStream(IterableDataset):
         if mode is DataMode.DOCUMENT:
             for unit in units:
                 docs = _document_rows(read_documents(unit, self.cfg.with_heads), self.cfg)
-                batches = pack_documents(_subdocuments(docs, self.cfg.context.max_sentences),
+                batches = pack_documents(_subdocuments(docs, self.cfg.inputs.max_sentences),
                                          self.cfg.max_tokens)
                 rng.shuffle(batches)
-                yield from (collate_documents(b) for b in batches)
+                yield from (collate_documents(b, self.cfg.inputs) for b in batches)
             return
         buffer: list[dict] = []
         for unit in units:
@@ -358,7 +360,7 @@ class ShardStream(IterableDataset):
                 rows = [r for d in _document_rows(read_documents(unit, self.cfg.with_heads), self.cfg)
                         for r in d]
             else:
-                rows = [r for r in (prepare(x, self.cfg.context)
+                rows = [r for r in (prepare(x, self.cfg.inputs)
                                     for x in read_unit(unit, self.cfg.with_heads))
                         if _usable(r, self.cfg.max_len)]
             for row in rows:
@@ -373,7 +375,7 @@ class ShardStream(IterableDataset):
         batches = pack_by_tokens(buffer, self.cfg.max_tokens)
         rng.shuffle(batches)
         for rows in batches:
-            yield collate(rows, self.cfg.context)
+            yield collate(rows, self.cfg.inputs)
 
 
 class TrainLoader:
@@ -394,7 +396,7 @@ class TrainLoader:
         # A private generator: DataLoader draws a base seed per iterator, which would otherwise
         # come from the global torch RNG and shift dropout masks between a resumed run and an
         # uninterrupted one.
-        workers = 0 if self.cfg.context.mode is DataMode.STREAM else self.cfg.num_workers
+        workers = 0 if self.cfg.inputs.mode is DataMode.STREAM else self.cfg.num_workers
         loader = DataLoader(self.dataset, batch_size=None, num_workers=workers,
                             persistent_workers=False,
                             generator=torch.Generator().manual_seed(self.cfg.seed + position.epoch))
@@ -405,17 +407,17 @@ class TrainLoader:
 
 
 def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
-                context: ContextSpec = ContextSpec(), seed: int = 1) -> list[Batch]:
-    """All rows of a dev split, batched the way ``context.mode`` trains, in a fixed order (no
+                inputs: ModelInputs = ModelInputs(), seed: int = 1) -> list[Batch]:
+    """All rows of a dev split, batched the way ``inputs.mode`` trains, in a fixed order (no
     shuffling, nothing dropped except pairs longer than ``max_len``). Dev sets are small enough
     to hold. STREAM: lanes over the documents in file order."""
-    cfg = LoaderConfig(max_tokens=max_tokens, max_len=max_len, context=context, seed=seed)
-    if context.mode is DataMode.SENTENCE:
+    cfg = LoaderConfig(max_tokens=max_tokens, max_len=max_len, inputs=inputs, seed=seed)
+    if inputs.mode is DataMode.SENTENCE:
         rows = []
         for f in shard_files(directory):
             pf = pq.ParquetFile(f)
             for g in range(pf.metadata.num_row_groups):
-                rows.extend(r for r in (prepare(x, context) for x in read_unit(WorkUnit(str(f), g), False))
+                rows.extend(r for r in (prepare(x, inputs) for x in read_unit(WorkUnit(str(f), g), False))
                             if _usable(r, max_len))
         return [collate(b) for b in pack_by_tokens(rows, max_tokens)]
     docs: list[list[dict]] = []
@@ -427,10 +429,10 @@ def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
             else:
                 docs.append(d)
     docs = _document_rows(docs, cfg)
-    if context.mode is DataMode.STREAM:
+    if inputs.mode is DataMode.STREAM:
         lanes = stream_lanes(docs, max_tokens)
         return [collate_stream(lanes, t) for t in range(max((len(x) for x in lanes), default=0))]
-    if context.mode is DataMode.DOCUMENT:
-        return [collate_documents(b) for b in
-                pack_documents(_subdocuments(docs, context.max_sentences), max_tokens)]
-    return [collate(b, context) for b in pack_by_tokens([r for d in docs for r in d], max_tokens)]
+    if inputs.mode is DataMode.DOCUMENT:
+        return [collate_documents(b, inputs) for b in
+                pack_documents(_subdocuments(docs, inputs.max_sentences), max_tokens)]
+    return [collate(b, inputs) for b in pack_by_tokens([r for d in docs for r in d], max_tokens)]

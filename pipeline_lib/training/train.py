@@ -4,11 +4,11 @@
 --out-dir DIR [--aux-shards DIR]``. JSON is ``{"model": {ModelConfig fields}, "train":
 {TrainConfig fields}}``; ``model.vocab_size`` defaults to the sentencepiece vocabulary size.
 
-The loader follows the model class's ``data_mode`` (pipeline_lib.training.data): sentence pairs, pairs
-with their previous source sentences, document streams, or (cross-task) tagged sentence batches
+The loader builds what the model's ``inputs()`` declare (pipeline_lib/models/inputs.py): sentence
+pairs, pairs with a context from their document, document streams, or tagged sentence batches
 from ``--shards`` plus document-level batches from ``--aux-shards`` (restoration instances in
 pre-training, parallel documents in fine-tuning) on a share ``train.aux_ratio`` of the updates,
-scheduled by ``crosstask.task_schedule``. ``train.freeze`` may contain ``@sentence_level``: the
+in the order of the model's ``schedule``. ``train.freeze`` may contain ``@sentence_level``: the
 model's ``sentence_level_prefixes()`` (two-step training).
 
 Output layout (``--out-dir`` = ``results/train_model/{model}``): ``checkpoints/{last,best,
@@ -47,11 +47,10 @@ from tqdm import tqdm
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import EOS_ID, MANIFEST_FILE, METRICS_FILE, PAD_ID, DataMode
-from pipeline_lib.training.context import ContextSpec
+from pipeline_lib.constants import EOS_ID, MANIFEST_FILE, METRICS_FILE, PAD_ID
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.models.crosstask import Phase, task_schedule
+from pipeline_lib.models.inputs import ModelInputs, Phase, inputs_for
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
@@ -193,7 +192,7 @@ RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log
 
 
 #: Modules whose source decides what a training step computes; a change restarts a run.
-TRAINING_CODE = ("training.train", "training.data", "training.context", "preprocess.noise", "training.checkpoint", "training.optim", "models", "batch")
+TRAINING_CODE = ("training.train", "models")
 
 
 def run_record(tcfg: TrainConfig) -> dict[str, Any]:
@@ -287,17 +286,17 @@ def dev_loss(model: torch.nn.Module, batches: list[Batch], epsilon: float,
 
 
 def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
-             device: torch.device, tag: int | None = None) -> float:
+             device: torch.device, inputs: ModelInputs = ModelInputs()) -> float:
     """Corpus BLEU (sacrebleu) of greedy translations of the dev batches.
 
     Greedy rather than beam search keeps validation cheap; references are the detokenised
     reference ids (sentencepiece round-trips text, so this equals the shard's ``tgt_text`` up to
-    unknown characters). ``tag``: the cross-task language tag, stripped from hypotheses and
+    unknown characters). The model's tag (``inputs.tag``) is stripped from hypotheses and
     references."""
     import sacrebleu
     import sentencepiece as spm
 
-    from pipeline_lib.models.search import BeamConfig, greedy_search, strip_tag
+    from pipeline_lib.models.search import BeamConfig, greedy_search
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     search_cfg = BeamConfig(beam=1, greedy=True)
@@ -309,8 +308,8 @@ def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
         with _autocast(device):
             found = greedy_search(model, b, search_cfg)
         for nbest, ref in zip(found, b.tgt_out.tolist()):
-            hyps.append(sp.decode(strip_tag(nbest[0].tokens if nbest else [], tag)))
-            refs.append(sp.decode(strip_tag([t for t in ref if t not in (PAD_ID, EOS_ID)], tag)))
+            hyps.append(sp.decode(inputs.strip_tag(nbest[0].tokens if nbest else [])))
+            refs.append(sp.decode(inputs.strip_tag([t for t in ref if t not in (PAD_ID, EOS_ID)])))
     model.train(was_training)
     return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
 
@@ -403,21 +402,18 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
             model, device_ids=[device.index] if device.type == "cuda" else None)
     fwd = torch.compile(ddp_model) if tcfg.compile else ddp_model
 
-    spec = ContextSpec.for_model(model, spm_path)
+    inputs = inputs_for(model, spm_path)
     lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, buffer_sents=tcfg.buffer_sents,
-                        max_len=mcfg.max_len, num_workers=tcfg.num_workers,
-                        with_heads=getattr(type(model), "needs_heads", False), context=spec)
-    # Cross-task: --shards holds sentence pairs (tagged sentence batches); the document-level
-    # batches (restoration or parallel documents) come from --aux-shards.
-    main_spec = replace(spec, mode=DataMode.SENTENCE) if spec.mode is DataMode.DOCUMENT else spec
-    loader = TrainLoader(shards, replace(lcfg, context=main_spec), info.rank, info.world_size)
+                        max_len=mcfg.max_len, num_workers=tcfg.num_workers, inputs=inputs)
+    # A document-level model reads sentence batches from --shards; its document-level batches
+    # (restoration or parallel documents) come from --aux-shards.
+    loader = TrainLoader(shards, replace(lcfg, inputs=inputs.sentence_batches()), info.rank,
+                         info.world_size)
     aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
                   if aux_shards is not None and tcfg.aux_ratio > 0 else None)
-    dev = (dev_batches(dev_shards, tcfg.max_tokens, mcfg.max_len, spec, tcfg.seed)
+    dev = (dev_batches(dev_shards, tcfg.max_tokens, mcfg.max_len, inputs, tcfg.seed)
            if info.is_main else [])
-    bleu_skip = ("the cache reads its 1-best history only in document-order decoding "
-                 "(pipeline_lib.evaluate.decode); greedy dev search would score the sentence-level model"
-                 if spec.mode is DataMode.STREAM else None)
+    bleu_skip = inputs.dev_bleu_skip
     if tcfg.dev_bleu and bleu_skip and info.is_main:
         print(f"dev BLEU skipped: {bleu_skip}", file=sys.stderr)
     log = MetricsLog(out_dir, state.step, info.is_main)
@@ -445,7 +441,7 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
         if info.is_main:
             m = dev_loss(model, dev, tcfg.label_smoothing, device)
             if tcfg.dev_bleu and not bleu_skip:
-                m["bleu"] = dev_bleu(model, dev, spm_path, device, spec.tag)
+                m["bleu"] = dev_bleu(model, dev, spm_path, device, inputs)
             log.write({"step": state.step, "split": "dev", **m})
             if m["loss"] < state.best_dev:
                 state.best_dev, state.bad_evals = m["loss"], 0
@@ -494,7 +490,8 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
     while state.step < tcfg.max_steps:
         optimizer.zero_grad(set_to_none=True)
         step_tokens, step_loss = 0, 0.0
-        aux = aux_loader is not None and task_schedule(state.step, tcfg.aux_ratio) is Phase.DOCUMENT
+        aux = (aux_loader is not None
+               and inputs.schedule(state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
         for micro in range(tcfg.update_freq):
             batch = next_batch(aux).to(device)
             sync = micro == tcfg.update_freq - 1 or info.world_size == 1
@@ -577,7 +574,7 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
                                "trainable_parameters": sum(p.numel() for p in trainable),
                                "frozen_parameters": len(frozen)}
             manifest.extra = {"best_dev_loss": state.best_dev, "init_from": init_keys,
-                              "data_mode": spec.mode.value, "dev_bleu_skipped": bleu_skip,
+                              "data_mode": inputs.mode.value, "dev_bleu_skipped": bleu_skip,
                               "aux_position": state.aux_position.to_dict(),
                               "world_size": info.world_size, "device": str(device)}
             manifest.write(out_dir / MANIFEST_FILE)

@@ -132,8 +132,9 @@ def baseline_and_model(seed: int = 0, **extras) -> tuple[Transformer, CacheTrans
 
 
 def test_registry_shapes_and_gate_metric():
-    assert MODELS["cache"] is CacheTransformer and CacheTransformer.needs_history
+    assert MODELS["cache"] is CacheTransformer
     model = model_for()
+    assert model.inputs(None).in_document_order
     for i in range(3):
         b = stream_batch(i)
         out = model(b)

@@ -12,6 +12,7 @@ from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.camn import CTX_SENTS, CAMNTransformer, ContextGate, MemoryMode
+from pipeline_lib.models.inputs import PreviousSentences, RandomSentences, SpecialIds
 from pipeline_lib.models.layers import SOURCE_MEMORY
 from pipeline_lib.models.transformer import EncoderOut
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
@@ -77,10 +78,13 @@ def test_registry_shapes_and_properties():
     assert enc.source.states.shape == (2, batch.src.size(1), 32)
     assert torch.equal(enc.source.mask, batch.src.ne(PAD_ID))
     assert model(batch).logits.shape == (2, batch.tgt_in.size(1), 50)
-    assert model.needs_history is False
-    assert model.context_sentences == 1 and model.random_context is False
-    assert model_for(memory_sentences=3, random_context=True).context_sentences == 3
-    assert model_for(random_context=True).random_context is True
+    special = SpecialIds(sent_break=45, src_tag=46, tgt_tag=47)
+    inputs = model.inputs(special)
+    assert inputs.in_document_order is False
+    assert inputs.context == PreviousSentences(1, model.cfg.max_len, 45)   # not random
+    random = model_for(memory_sentences=3, random_context=True).inputs(special).context
+    assert isinstance(random, RandomSentences) and random.rule.k == 3
+    assert isinstance(model_for(random_context=True).inputs(special).context, RandomSentences)
 
 
 def test_missing_context_is_an_error_not_a_fallback():

@@ -11,8 +11,10 @@ from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.search import BeamConfig, beam_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.crosstask import (DOC_INDEX, DOC_SRC, CrossTaskTransformer,
-                                           GlobalContextGate, Phase, SentenceRepresentation,
-                                           document_extra, task_schedule)
+                                           GlobalContextGate, SentenceRepresentation,
+                                           document_extra)
+from pipeline_lib.models.inputs import Phase, SpecialIds
+from pipeline_lib.models.inputs import interleaved_schedule as task_schedule
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
 
@@ -51,7 +53,8 @@ def model_for(seed: int = 0, **extras) -> CrossTaskTransformer:
 def test_registry_shapes_and_modes():
     assert MODELS["crosstask"] is CrossTaskTransformer
     model = model_for()
-    assert model.needs_history is False and model.max_sentences == 30
+    inputs = model.inputs(SpecialIds(sent_break=45, src_tag=46, tgt_tag=47))
+    assert inputs.in_document_order is False and inputs.max_sentences == 30
     for batch in (make_batch(), make_batch(docs=None)):
         assert model(batch).logits.shape == (2, batch.tgt_in.size(1), 50)
         assert model.encode(batch).source.states.shape == (2, batch.src.size(1), 32)

@@ -147,7 +147,9 @@ def test_dev_batches_fixed_and_complete(corpus):
 
 def test_heads_padded_and_aligned(corpus):
     shards, _ = corpus
-    b = _epoch(shards, LoaderConfig(max_tokens=256, with_heads=True))[0]
+    from pipeline_lib.models.inputs import ModelInputs
+
+    b = _epoch(shards, LoaderConfig(max_tokens=256, inputs=ModelInputs(heads=True)))[0]
     assert b.src_heads is not None and b.src_heads.shape == b.src.shape
     assert b.tgt_heads is None  # the shard's tgt_heads are null
 
@@ -234,24 +236,29 @@ def _doc_rows(doc_dir: Path) -> dict[tuple[str, int], list[int]]:
             for r in pq.read_table(f, columns=["doc_id", "sent_idx", "src_ids"]).to_pylist()}
 
 
-def _spec(mode, spm_model, **kw):
-    from pipeline_lib.training.context import ContextSpec, SpecialIds
+def _inputs(name, spm_model, **extras):
+    """The inputs a registered model declares (the protocol), for a tiny model of that kind."""
+    from pipeline_lib.models import ModelConfig, build_model
+    from pipeline_lib.models.inputs import inputs_for
 
-    return ContextSpec(mode=mode, special=SpecialIds.from_spm(spm_model), **kw)
+    model = build_model(ModelConfig(vocab_size=100, d_model=8, n_heads=2, d_ff=8, enc_layers=1,
+                                    dec_layers=1, max_len=1024, name=name, extras=extras))
+    return inputs_for(model, spm_model)
 
 
 def test_context_mode_every_row_once_with_true_context(doc_corpus):
     from pipeline_lib.constants import DataMode
 
     doc_dir, _, spm_model = doc_corpus
-    spec = _spec(DataMode.CONTEXT, spm_model, k=2)
-    cfg = LoaderConfig(max_tokens=120, seed=4, buffer_sents=40, context=spec)
+    spec = _inputs("doct", spm_model, context_sentences=2)
+    assert spec.mode is DataMode.CONTEXT
+    cfg = LoaderConfig(max_tokens=120, seed=4, buffer_sents=40, inputs=spec)
     rows = _doc_rows(doc_dir)
     batches = _epoch(doc_dir, cfg)
     keys = [k for b in batches for k in _keys(b)]
     assert len(keys) == len(rows) == len(set(keys))
     assert keys == [k for b in _epoch(doc_dir, cfg) for k in _keys(b)]
-    brk = spec.special.sent_break
+    brk = spec.context.sent_break
     for b in batches:
         assert b.ctx_src is not None and b.ctx_src.size(0) == b.src.size(0)
         for (doc, i), ctx in zip(_keys(b), b.ctx_src.tolist()):
@@ -265,7 +272,7 @@ def test_context_mode_every_row_once_with_true_context(doc_corpus):
     # DDP ranks read disjoint documents that together cover the split
     parts = [{k for b in _epoch(doc_dir, cfg, r, 3) for k in _keys(b)} for r in range(3)]
     assert all(parts) and sum(map(len, parts)) == len(rows) == len(set().union(*parts))
-    dev = dev_batches(doc_dir, 120, context=spec)
+    dev = dev_batches(doc_dir, 120, inputs=spec)
     assert sorted(k for b in dev for k in _keys(b)) == sorted(rows)
 
 
@@ -273,10 +280,11 @@ def test_context_mode_weighted_and_random(doc_corpus):
     from pipeline_lib.constants import DataMode
 
     doc_dir, _, spm_model = doc_corpus
-    spec = _spec(DataMode.CONTEXT, spm_model, k=2, as_sentences=True, random_context=True)
+    spec = _inputs("camn", spm_model, memory_sentences=2, memory_mode="weighted", random_context=True)
+    assert spec.mode is DataMode.CONTEXT
     rows = _doc_rows(doc_dir)
-    a = _epoch(doc_dir, LoaderConfig(max_tokens=150, seed=4, context=spec))
-    b = _epoch(doc_dir, LoaderConfig(max_tokens=150, seed=4, context=spec))
+    a = _epoch(doc_dir, LoaderConfig(max_tokens=150, seed=4, inputs=spec))
+    b = _epoch(doc_dir, LoaderConfig(max_tokens=150, seed=4, inputs=spec))
     for x, y in zip(a, b):
         assert torch.equal(x.extra["ctx_sents"], y.extra["ctx_sents"])
     real_prev = 0
@@ -293,7 +301,8 @@ def test_stream_mode_lanes_continue_documents(doc_corpus):
     from pipeline_lib.constants import EXTRA_DOC_START, DataMode
 
     doc_dir, _, _ = doc_corpus
-    cfg = LoaderConfig(max_tokens=60, seed=2, num_workers=2, context=_spec(DataMode.STREAM, doc_corpus[2]))
+    cfg = LoaderConfig(max_tokens=60, seed=2, num_workers=2, inputs=_inputs("cache", doc_corpus[2]))
+    assert cfg.inputs.mode is DataMode.STREAM
     rows = _doc_rows(doc_dir)
     batches = _epoch(doc_dir, cfg)
     keys = [k for b in batches for k in _keys(b)]
@@ -309,7 +318,7 @@ def test_stream_mode_lanes_continue_documents(doc_corpus):
             assert (ci == 0 and s) or (cd == pd and ci == pi + 1 and not s)
     rest = list(TrainLoader(doc_dir, cfg).iterate(DataPosition(0, 5)))
     assert [_keys(b) for _, b in rest] == [_keys(b) for b in batches[5:]]
-    dev = dev_batches(doc_dir, 60, context=cfg.context)
+    dev = dev_batches(doc_dir, 60, inputs=cfg.inputs)
     assert sorted(k for b in dev for k in _keys(b)) == sorted(rows)
 
 
@@ -317,10 +326,11 @@ def test_document_mode_subdocuments_and_restoration(doc_corpus):
     from pipeline_lib.constants import DataMode
 
     doc_dir, restore_dir, spm_model = doc_corpus
-    spec = _spec(DataMode.DOCUMENT, spm_model, max_sentences=3, tags=True)
-    tgt_tag, src_tag = spec.special.tgt_tag, spec.special.src_tag
+    spec = _inputs("crosstask", spm_model, max_sentences=3)
+    assert spec.mode is DataMode.DOCUMENT
+    tgt_tag, src_tag = spec.tag, spec.restore_tag
     rows = _doc_rows(doc_dir)
-    cfg = LoaderConfig(max_tokens=200, seed=3, context=spec)
+    cfg = LoaderConfig(max_tokens=200, seed=3, inputs=spec)
     batches = _epoch(doc_dir, cfg)
     keys = [k for b in batches for k in _keys(b)]
     assert len(keys) == len(rows) == len(set(keys))
@@ -341,7 +351,6 @@ def test_document_mode_subdocuments_and_restoration(doc_corpus):
     for b in restore:
         assert (b.src[:, 0] == src_tag).all() and (b.extra["doc_src"][:, 0, 0] == src_tag).all()
     # sentence batches of the same model: tagged, no document tensors
-    sent = _epoch(doc_dir, LoaderConfig(max_tokens=200, context=spec.__class__(
-        mode=DataMode.SENTENCE, tags=True, special=spec.special)))
+    sent = _epoch(doc_dir, LoaderConfig(max_tokens=200, inputs=spec.sentence_batches()))
     assert all((b.src[:, 0] == tgt_tag).all() and "doc_src" not in b.extra for b in sent)
     assert sum(len(b.doc_id) for b in sent) == len(rows)

@@ -12,11 +12,12 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
 from pipeline_lib.evaluate.decode import decode_file, translate_documents, translate_sentences
 from pipeline_lib.models.search import (BeamConfig, beam_search, greedy_search, length_penalty,
                                         source_batch)
 from pipeline_lib.models import ModelConfig, Transformer, build_model
+from pipeline_lib.models.inputs import ModelInputs
 
 torch.set_num_threads(1)
 SRCS = [[5, 6, 7], [8, 9], [10, 11, 12, 13, 14, 15], [16], [17, 18, 19, 5]]
@@ -97,7 +98,8 @@ def test_batching_does_not_change_results():
 class HistoryRecorder(Transformer):
     """A document model stand-in: records the hook calls that a cache model would use."""
 
-    needs_history = True
+    def inputs(self, special):
+        return ModelInputs(mode=DataMode.STREAM, in_document_order=True)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -263,12 +265,10 @@ def _registry():
 
 @pytest.mark.parametrize("name", _registry())
 def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
-    """One hypothesis per input row, with the context the model's data_mode asks for; cross-task
-    in both units, its language tag stripped."""
-    from pipeline_lib.constants import DataMode
-    from pipeline_lib.training.context import SpecialIds
+    """One hypothesis per input row, with the context the model's inputs ask for; document-level
+    models in both units, their tag stripped."""
     from pipeline_lib.evaluate.decode import read_shards
-    from pipeline_lib.models.registry import MODELS
+    from pipeline_lib.models.inputs import SpecialIds, inputs_for
 
     doc_dir, _, spm_model = doc_corpus
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
@@ -277,17 +277,18 @@ def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
                                     enc_layers=1, dec_layers=1, dropout=0.0, max_len=64, name=name,
                                     extras=MODEL_EXTRAS.get(name, {}))).eval()
     rows = read_shards(doc_dir)
-    units = ["document", "sentence"] if MODELS[name].data_mode is DataMode.DOCUMENT else ["document"]
+    inputs = inputs_for(model, spm_model)
+    units = ["document", "sentence"] if inputs.mode is DataMode.DOCUMENT else ["document"]
     tag = sp.id_to_piece(SpecialIds.from_spm(spm_model).tgt_tag)
     scores = {}
     for unit in units:
         out = tmp_path / f"{unit}.parquet"
         rec = decode_file(model, rows, BeamConfig(beam=2, max_len_b=4, batch_size=5), spm_model, out,
-                          "cpu", getattr(model, "needs_history", False), unit)
+                          "cpu", inputs.in_document_order, unit)
         table = pq.read_table(out).to_pylist()
         assert sorted((r["doc_id"], r["sent_idx"]) for r in table) == \
             sorted((r["doc_id"], r["sent_idx"]) for r in rows)
-        assert rec["sentences"] == len(rows) and rec["data_mode"] == MODELS[name].data_mode.value
+        assert rec["sentences"] == len(rows) and rec["data_mode"] == inputs.mode.value
         assert all(math.isfinite(r["score"]) and not r["hyp"].startswith(tag) for r in table)
         scores[unit] = [r["score"] for r in table]
     if len(units) == 2:   # the sub-document changes the encoder output (global context + gate)

@@ -129,11 +129,10 @@ def test_checkpoint_scorer_sums_log_probabilities():
 
 def test_checkpoint_scorer_picks_the_candidate_the_context_supports():
     from pipeline_lib.constants import DataMode
-    from pipeline_lib.training.context import ContextSpec, SpecialIds
+    from pipeline_lib.models.inputs import ModelInputs, PreviousSentences
 
-    spec = ContextSpec(mode=DataMode.CONTEXT, k=1, special=SpecialIds(sent_break=V - 1, src_tag=V - 2,
-                                                                     tgt_tag=V - 3))
-    scorer = discourse.CheckpointScorer(ContextCopyModel(), encode, spec=spec)
+    inputs = ModelInputs(mode=DataMode.CONTEXT, context=PreviousSentences(1, 256, sent_break=V - 1))
+    scorer = discourse.CheckpointScorer(ContextCopyModel(), encode, inputs=inputs)
     assert max(range(2), key=scorer(["b"], "x", [], ["a a", "b b"]).__getitem__) == 1
     assert max(range(2), key=scorer(["a"], "x", [], ["a a", "b b"]).__getitem__) == 0
     ex = [discourse.ContrastiveExample("p", ["b"], "x", [], ["a", "b"], 1, "1"),

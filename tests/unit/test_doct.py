@@ -12,6 +12,7 @@ from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.doct import (CONTEXT_MEMORY, CTX_ATTN, ContextGate, DocTransformer,
                                       GatedSubLayer)
+from pipeline_lib.models.inputs import SpecialIds
 from pipeline_lib.models.layers import SubLayer
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
@@ -64,7 +65,7 @@ def test_registry_shapes_and_context_memory():
     assert enc.memories[CONTEXT_MEMORY].states.shape == (2, batch.ctx_src.size(1), 32)
     assert enc.source.states.shape == (2, batch.src.size(1), 32)
     assert model(batch).logits.shape == (2, batch.tgt_in.size(1), 50)
-    assert model.needs_history is False
+    assert model.inputs(SpecialIds(sent_break=45, src_tag=46, tgt_tag=47)).in_document_order is False
 
 
 def test_missing_context_is_an_error_not_a_fallback():
@@ -107,7 +108,8 @@ def test_flags_change_the_module_structure():
     assert list(both.encoder[0].blocks) == ["self_attn", CTX_ATTN, "ffn"]
     assert list(both.decoder[0].blocks) == ["self_attn", CTX_ATTN, "cross_attn", "ffn"]
     assert all(isinstance(l.blocks[CTX_ATTN], GatedSubLayer) for l in [*both.encoder, *both.decoder])
-    assert len(both.context_encoder) == 1 and both.context_sentences == 2
+    special = SpecialIds(sent_break=45, src_tag=46, tgt_tag=47)
+    assert len(both.context_encoder) == 1 and both.inputs(special).context.k == 2
 
     enc = model_for(context_in="encoder")
     assert all(CTX_ATTN in l.blocks for l in enc.encoder)
@@ -123,7 +125,7 @@ def test_flags_change_the_module_structure():
 
     assert len(model_for(context_layers=3).context_encoder) == 3
     assert len(model_for(context_layers=0).context_encoder) == 0
-    assert model_for(context_sentences=3).context_sentences == 3
+    assert model_for(context_sentences=3).inputs(special).context.k == 3
 
     with pytest.raises(ValueError, match="unknown extras"):
         model_for(context_layer=2)

@@ -1,4 +1,5 @@
-"""Context building (pipeline_lib/training/context.py) on hand examples and a real sentencepiece model."""
+"""The model protocol's context building (pipeline_lib/models/inputs.py) on hand examples and a
+real sentencepiece model."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import sentencepiece as spm
 
 from pipeline_lib.preprocess.bpe import user_symbols
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, SENT_BREAK, UNK_ID, DataMode, lang_tag
-from pipeline_lib.training.context import (CTX_KEY, ContextSpec, SpecialIds, add_context, context_ids,
-                                  context_sentences, context_tensors, random_previous)
+from pipeline_lib.models.inputs import (CTX_KEY, ModelInputs, PreviousSentences,
+                                        PreviousSentenceSlots, SpecialIds, context_ids,
+                                        context_sentences, inputs_for, random_previous)
 
 BRK = 9
 DOC = [[10, 11], [12], [13, 14, 15]]
@@ -49,18 +51,18 @@ def test_random_context_deterministic_and_excludes_true_context():
 
 
 def test_add_context_and_tensors():
-    spec = ContextSpec(mode=DataMode.CONTEXT, k=1, special=SpecialIds(BRK, 7, 8))
+    inputs = ModelInputs(mode=DataMode.CONTEXT, context=PreviousSentences(1, 50, BRK))
     docs = [[{"doc_id": "a", "sent_idx": i, "src_ids": s} for i, s in enumerate(DOC)],
             [{"doc_id": "b", "sent_idx": 0, "src_ids": [20]}]]
-    add_context(docs, spec, 50, 1)
+    inputs.add_context(docs, 1)
     assert [r[CTX_KEY] for r in docs[0]] == [[BOS_ID], [10, 11, EOS_ID], [12, EOS_ID]]
     assert docs[1][0][CTX_KEY] == [BOS_ID]
-    ctx, extra = context_tensors(docs[0], spec)
+    ctx, extra = inputs.context_tensors(docs[0])
     assert ctx.tolist() == [[BOS_ID, PAD_ID, PAD_ID], [10, 11, EOS_ID], [12, EOS_ID, PAD_ID]]
     assert extra == {}
-    weighted = ContextSpec(mode=DataMode.CONTEXT, k=2, as_sentences=True, special=spec.special)
-    add_context(docs, weighted, 50, 1)
-    ctx, extra = context_tensors(docs[0], weighted)
+    weighted = ModelInputs(mode=DataMode.CONTEXT, context=PreviousSentenceSlots(2, 50, "ctx_sents"))
+    weighted.add_context(docs, 1)
+    ctx, extra = weighted.context_tensors(docs[0])
     assert ctx is None and extra["ctx_sents"].shape == (3, 2, 3)
     assert extra["ctx_sents"][2].tolist() == [[10, 11, EOS_ID], [12, EOS_ID, PAD_ID]]
 
@@ -105,11 +107,12 @@ def test_contrastive_scorer_builds_the_training_context(tmp_path, name, extras):
     model = build_model(ModelConfig(vocab_size=sp.get_piece_size(), d_model=16, n_heads=2, d_ff=32,
                                     enc_layers=1, dec_layers=1, dropout=0.0, max_len=64, name=name,
                                     extras=extras))
-    spec = ContextSpec.for_model(model, tmp_path / "m.model")
+    inputs = inputs_for(model, tmp_path / "m.model")
+    special = SpecialIds.from_spm(tmp_path / "m.model")
     seen = []
     forward = model.forward
     model.forward = lambda b: seen.append(b) or forward(b)
-    scorer = CheckpointScorer(model, sp.encode, max_len=64, spec=spec)
+    scorer = CheckpointScorer(model, sp.encode, max_len=64, inputs=inputs)
     ctx = ["el perro", "come pan", "la casa"]
     a = scorer(ctx, "el perro", [], ["the dog", "a dog"])
     b = scorer(ctx[:1], "el perro", [], ["the dog", "a dog"])
@@ -117,7 +120,7 @@ def test_contrastive_scorer_builds_the_training_context(tmp_path, name, extras):
     prev = [sp.encode(t) for t in ctx]
     batch = seen[0]
     if name == "doct":
-        want = context_ids(prev, 2, 64, spec.special.sent_break)
+        want = context_ids(prev, 2, 64, special.sent_break)
         assert batch.ctx_src[0].tolist() == want
     elif name == "camn":
         assert batch.extra["ctx_sents"].shape[:2] == (2, 2)
@@ -125,5 +128,5 @@ def test_contrastive_scorer_builds_the_training_context(tmp_path, name, extras):
         assert got == context_sentences(prev, 2, 64)
     else:
         doc = batch.extra["doc_src"][0]
-        assert doc.size(0) == 4 and doc[0, 0].item() == spec.special.tgt_tag
-        assert (batch.src[:, 0] == spec.special.tgt_tag).all()
+        assert doc.size(0) == 4 and doc[0, 0].item() == special.tgt_tag
+        assert (batch.src[:, 0] == special.tgt_tag).all()
