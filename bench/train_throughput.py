@@ -26,7 +26,7 @@ from pipeline_lib.constants import BOS_ID, EOS_ID  # noqa: E402
 from pipeline_lib.models.config import ModelConfig  # noqa: E402
 from pipeline_lib.models.registry import build_model  # noqa: E402
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll  # noqa: E402
-from pipeline_lib.training.train import _autocast  # noqa: E402
+from pipeline_lib.training.evaluation import autocast  # noqa: E402
 
 
 def random_batch(n_tokens: int, seq_len: int, vocab: int, device: torch.device) -> Batch:
@@ -64,7 +64,7 @@ def main() -> None:
 
     def update() -> int:
         opt.zero_grad(set_to_none=True)
-        with _autocast(device):
+        with autocast(device):
             out = step_fn(batch)
         loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, 0.1)
         (loss / n).backward()

@@ -322,9 +322,9 @@ class CacheTransformer(Transformer):
         real = batch.tgt_out.ne(PAD_ID) & batch.tgt_out.ne(EOS_ID)          # (B, T) words to write
         store.write(rec["c"], rec["s"], batch.tgt_out, real, rows)
         gate = rec["gate"].detach().float().mean(-1)                          # (B, T)
-        tok = batch.tgt_out.ne(PAD_ID)
-        return ModelOutput(logits=logits,
-                           aux_metrics={"cache_gate": float(gate[tok].mean()) if tok.any() else 0.0})
+        tok = batch.tgt_out.ne(PAD_ID).float()
+        mean_gate = (gate * tok).sum() / tok.sum().clamp(min=1.0)             # no host sync
+        return ModelOutput(logits=logits, aux_metrics={"cache_gate": mean_gate})
 
     # --- decoding: document hooks -------------------------------------------------------------
     def encode(self, batch: Batch) -> EncoderOut:

@@ -241,11 +241,11 @@ class DependencyTransformer(Transformer):
         if batch.src_heads is not None:
             loss, acc = parse_loss(enc_log_attn, batch.src_heads)   # src heads are src positions
             terms.append(self.dbsa.lambda_enc * loss)
-            metrics.update(parse_loss_enc=float(loss.detach()), parse_acc_enc=float(acc))
+            metrics.update(parse_loss_enc=loss.detach(), parse_acc_enc=acc)
         if batch.tgt_heads is not None:
             loss, acc = parse_loss(dec_log_attn, target_gold(batch.tgt_heads))
             terms.append(self.dbsa.lambda_dec * loss)
-            metrics.update(parse_loss_dec=float(loss.detach()), parse_acc_dec=float(acc))
+            metrics.update(parse_loss_dec=loss.detach(), parse_acc_dec=acc)
         # e - e_trans = lambda_enc * e_parse_enc + lambda_dec * e_parse_dec
         aux = torch.stack(terms).sum() if terms else None
         return ModelOutput(logits=logits, aux_loss=aux, aux_metrics=metrics)

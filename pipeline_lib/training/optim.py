@@ -46,21 +46,23 @@ def build_scheduler(optimizer: torch.optim.Optimizer, warmup: int) -> torch.opti
 
 def label_smoothed_nll(
     logits: torch.Tensor, target: torch.Tensor, epsilon: float, ignore_index: int = PAD_ID
-) -> tuple[torch.Tensor, torch.Tensor, int]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed label-smoothed loss and summed NLL over non-pad tokens, plus the token count.
 
     ``logits`` (B, T, V), ``target`` (B, T). fairseq's formulation: the smoothing mass
     ``epsilon`` is spread over the V-1 wrong classes, so
     ``loss = (1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_v -log p_v``. Sums (not means) are
     returned so that gradient accumulation and data parallelism can normalise by the global
-    number of target tokens, as fairseq does.
+    number of target tokens, as fairseq does. All three are 0-d tensors on the logits' device:
+    padding is masked by multiplication, not by boolean indexing, so no step waits for the GPU.
     """
     lprobs = F.log_softmax(logits.float(), dim=-1)           # (B, T, V), fp32 even under bf16
     lprobs = lprobs.view(-1, lprobs.size(-1))                 # (B*T, V)
     target = target.reshape(-1)                               # (B*T,)
     mask = target != ignore_index
+    keep = mask.to(lprobs.dtype)
     nll = -lprobs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B*T,)
     smooth = -lprobs.sum(-1)                                  # (B*T,)
     eps_i = epsilon / (lprobs.size(-1) - 1)
     loss = (1.0 - epsilon - eps_i) * nll + eps_i * smooth
-    return loss[mask].sum(), nll[mask].sum(), int(mask.sum())
+    return (loss * keep).sum(), (nll * keep).sum(), mask.sum()

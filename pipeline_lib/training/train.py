@@ -19,7 +19,11 @@ Pre-emption: SIGTERM / SIGUSR1 (what SLURM sends before a time limit or pre-empt
 after the current update the run saves ``last`` and exits with ``EXIT_REQUEUE`` (143), which
 Snakemake's ``retries`` (or ``scontrol requeue``) turns into a restart that resumes from
 ``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint.
-Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (NCCL on CUDA, gloo on CPU).
+Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (NCCL on CUDA,
+gloo on CPU).
+
+The loop reads in one screen: :class:`Trainer` sets up (model, optimiser, data), resumes, runs
+:meth:`Trainer.step` until ``max_steps``, validating and saving on schedule, and finishes.
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ import argparse
 import fnmatch
 import json
 import math
-import os
 import random
 import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -41,22 +45,24 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from tqdm import tqdm
 
-from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import EOS_ID, MANIFEST_FILE, METRICS_FILE, PAD_ID
-from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
+from pipeline_lib.constants import MANIFEST_FILE
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.models.inputs import ModelInputs, Phase, inputs_for
+from pipeline_lib.models.inputs import Phase, inputs_for
+from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
+from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
+                                               init_distributed)
+from pipeline_lib.training.evaluation import autocast, dev_bleu, dev_loss
+from pipeline_lib.training.metrics import MetricsLog, Window
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 CHECKPOINT_DIR = "checkpoints"
-TB_DIR = "tb"
 
 
 @dataclass(frozen=True)
@@ -107,43 +113,6 @@ class TrainConfig:
         d["freeze"] = list(self.freeze)
         return d
 
-
-# ----------------------------------------------------------------------------- distributed
-
-
-@dataclass(frozen=True)
-class DistInfo:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device_pref: str) -> tuple[DistInfo, torch.device]:
-    """One process per device under torchrun (env WORLD_SIZE/RANK/LOCAL_RANK)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() if device_pref == "auto" else device_pref.startswith("cuda")
-    device = torch.device(f"cuda:{local}" if use_cuda else "cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-    return DistInfo(rank, world, local), device
-
-
-def _all_reduce(value: float, info: DistInfo, device: torch.device, op: str = "sum") -> float:
-    """``value`` reduced over ranks (``op`` in sum/min/max); the value itself on one process."""
-    if info.world_size == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN,
-                           "max": dist.ReduceOp.MAX}[op])
-    return float(t.item())
 
 
 # ----------------------------------------------------------------------------- model set-up
@@ -210,40 +179,6 @@ def same_run(saved: dict[str, Any], model_dict: dict[str, Any], tcfg: TrainConfi
     return saved.get("model") == model_dict and before == now
 
 
-# ----------------------------------------------------------------------------- bookkeeping
-
-
-class MetricsLog:
-    """metrics.jsonl (one JSON object per line) + TensorBoard scalars, main process only."""
-
-    def __init__(self, out_dir: Path, resume_step: int, enabled: bool):
-        self.enabled = enabled
-        self.path = out_dir / METRICS_FILE
-        self.tb = None
-        if not enabled:
-            return
-        if self.path.exists():  # drop records a killed run wrote after its last checkpoint
-            kept = [ln for ln in self.path.read_text().splitlines()
-                    if ln.strip() and json.loads(ln)["step"] <= resume_step]
-            self.path.write_text("".join(k + "\n" for k in kept))
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.tb = SummaryWriter(str(out_dir / TB_DIR), purge_step=resume_step + 1 if resume_step else None)
-
-    def write(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        for k, v in record.items():
-            if k not in ("step", "split") and isinstance(v, (int, float)):
-                self.tb.add_scalar(f"{record['split']}/{k}", v, record["step"])
-
-    def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
-
-
 class StopFlag:
     """Set by SIGTERM/SIGUSR1; checked between updates so a save never races an update."""
 
@@ -254,67 +189,6 @@ class StopFlag:
 
     def _handle(self, signum, frame) -> None:
         self.signum = signum
-
-
-# ----------------------------------------------------------------------------- evaluation
-
-
-def _autocast(device: torch.device):
-    """bf16 autocast on CUDA (no loss scaling needed); fp32 on CPU, where bf16 is slow."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-
-
-@torch.no_grad()
-def dev_loss(model: torch.nn.Module, batches: list[Batch], epsilon: float,
-             device: torch.device) -> dict[str, float]:
-    """Per-token label-smoothed loss and NLL (and perplexity) on the dev batches."""
-    was_training = model.training
-    model.eval()
-    tot_loss = tot_nll = 0.0
-    ntok = 0
-    for b in batches:
-        b = b.to(device)
-        with _autocast(device):
-            out = model(b)
-        loss, nll, n = label_smoothed_nll(out.logits, b.tgt_out, epsilon)
-        tot_loss += float(loss)
-        tot_nll += float(nll)
-        ntok += n
-    model.train(was_training)
-    nll_tok = tot_nll / max(ntok, 1)
-    return {"loss": tot_loss / max(ntok, 1), "nll": nll_tok, "ppl": math.exp(min(nll_tok, 50.0))}
-
-
-def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
-             device: torch.device, inputs: ModelInputs = ModelInputs()) -> float:
-    """Corpus BLEU (sacrebleu) of greedy translations of the dev batches.
-
-    Greedy rather than beam search keeps validation cheap; references are the detokenised
-    reference ids (sentencepiece round-trips text, so this equals the shard's ``tgt_text`` up to
-    unknown characters). The model's tag (``inputs.tag``) is stripped from hypotheses and
-    references."""
-    import sacrebleu
-    import sentencepiece as spm
-
-    from pipeline_lib.models.search import BeamConfig, greedy_search
-
-    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
-    search_cfg = BeamConfig(beam=1, greedy=True)
-    hyps, refs = [], []
-    was_training = model.training
-    model.eval()
-    for b in batches:
-        b = b.to(device)
-        with _autocast(device):
-            found = greedy_search(model, b, search_cfg)
-        for nbest, ref in zip(found, b.tgt_out.tolist()):
-            hyps.append(sp.decode(inputs.strip_tag(nbest[0].tokens if nbest else [])))
-            refs.append(sp.decode(inputs.strip_tag([t for t in ref if t not in (PAD_ID, EOS_ID)])))
-    model.train(was_training)
-    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
-
-
-# ----------------------------------------------------------------------------- the loop
 
 
 @dataclass
@@ -328,6 +202,18 @@ class TrainerState:
     tokens: int = 0
     aux_position: DataPosition = field(default_factory=DataPosition)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "position": self.position.to_dict(),
+                "aux_position": self.aux_position.to_dict(), "best_dev": self.best_dev,
+                "bad_evals": self.bad_evals, "tokens": self.tokens}
+
+    @classmethod
+    def from_dict(cls, ts: dict[str, Any]) -> "TrainerState":
+        return cls(step=ts["step"], position=DataPosition.from_dict(ts["position"]),
+                   best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"],
+                   aux_position=DataPosition.from_dict(ts.get("aux_position",
+                                                              {"epoch": 0, "batches": 0})))
+
 
 def _model_config(d: dict[str, Any], spm_path: str | Path):
     from pipeline_lib.models.config import ModelConfig
@@ -340,248 +226,303 @@ def _model_config(d: dict[str, Any], spm_path: str | Path):
     return ModelConfig.from_dict(d)
 
 
-def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev_shards: str | Path,
-          spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None) -> int:
-    """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
-    from pipeline_lib.models.registry import build_model
+class Trainer:
+    """One training run: :meth:`run` = resume, then :meth:`step` until done, :meth:`validate`
+    and :meth:`save` on schedule, :meth:`finish`."""
 
-    out_dir = Path(out_dir)
-    info, device = init_distributed(tcfg.device)
-    random.seed(tcfg.seed)
-    np.random.seed(tcfg.seed)
-    torch.manual_seed(tcfg.seed)
-    stop = StopFlag()
-    manifest = Manifest(stage="train_model", params={"train": tcfg.to_dict(), "model": model_dict})
-    if info.is_main:
-        for p in (shards, dev_shards, spm_path, aux_shards):
-            if p is not None:
-                manifest.add_input(p)
-    if tcfg.aux_ratio > 0 and aux_shards is None:
-        raise ValueError(f"train.aux_ratio={tcfg.aux_ratio} needs --aux-shards")
+    def __init__(self, model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path,
+                 dev_shards: str | Path, spm_path: str | Path, out_dir: str | Path,
+                 aux_shards: str | Path | None = None) -> None:
+        from pipeline_lib.models.registry import build_model
 
-    mcfg = _model_config(model_dict, spm_path)
-    model = build_model(mcfg).to(device)
-    ck_dir = out_dir / CHECKPOINT_DIR
-    last = ckpt.resolve_checkpoint(ck_dir / "last")
-    if last is not None and not same_run(ckpt.read_config(last), mcfg.to_dict(), tcfg):
-        if info.is_main:
-            print(f"{last} was trained with another configuration: starting afresh", file=sys.stderr)
-            shutil.rmtree(ck_dir)
-        if info.world_size > 1:
-            dist.barrier()
-        last = None
-    init_keys = None
-    if tcfg.init_from and last is None:
-        init_keys = init_from_checkpoint(model, tcfg.init_from)
-        if info.is_main:
-            print(f"init_from {tcfg.init_from}: missing={init_keys['missing']} "
-                  f"unexpected={init_keys['unexpected']}", file=sys.stderr)
-    frozen = apply_freeze(model, tcfg.freeze)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(trainable, tcfg.lr)
-    scheduler = build_scheduler(optimizer, tcfg.warmup)
+        if tcfg.aux_ratio > 0 and aux_shards is None:
+            raise ValueError(f"train.aux_ratio={tcfg.aux_ratio} needs --aux-shards")
+        self.tcfg, self.spm_path, self.out_dir = tcfg, spm_path, Path(out_dir)
+        self.ck_dir = self.out_dir / CHECKPOINT_DIR
+        self.info, self.device = init_distributed(tcfg.device)
+        random.seed(tcfg.seed)
+        np.random.seed(tcfg.seed)
+        torch.manual_seed(tcfg.seed)
+        self.stop = StopFlag()
+        self.manifest = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
+                                                              "model": model_dict})
+        if self.info.is_main:
+            for p in (shards, dev_shards, spm_path, aux_shards):
+                if p is not None:
+                    self.manifest.add_input(p)
+        self.mcfg = _model_config(model_dict, spm_path)
+        self.model = build_model(self.mcfg).to(self.device)
+        self.inputs = inputs_for(self.model, spm_path)
+        self.state = TrainerState()
+        self.last = self._resumable_checkpoint()
+        self.init_keys = None
+        if tcfg.init_from and self.last is None:
+            self.init_keys = init_from_checkpoint(self.model, tcfg.init_from)
+            self._log(f"init_from {tcfg.init_from}: missing={self.init_keys['missing']} "
+                      f"unexpected={self.init_keys['unexpected']}")
+        self.frozen = apply_freeze(self.model, tcfg.freeze)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.trainable, tcfg.lr)
+        self.scheduler = build_scheduler(self.optimizer, tcfg.warmup)
+        self._data(shards, dev_shards, aux_shards)
+        self.ddp = self.model
+        if self.info.world_size > 1:
+            # Two data streams exercise different parts of the model (sentence batches of a
+            # document-level model leave its document modules unused), which DDP must be told.
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=self.aux_loader is not None)
+        self.forward = torch.compile(self.ddp) if tcfg.compile else self.ddp
+        self.record = run_record(tcfg)
 
-    state = TrainerState()
-    if last is not None:
-        model.load_state_dict(ckpt.load_state(last, device))
-        ts = ckpt.load_trainer_state(last)
-        optimizer.load_state_dict(ts["optimizer"])
-        scheduler.load_state_dict(ts["scheduler"])
-        state = TrainerState(step=ts["step"], position=DataPosition.from_dict(ts["position"]),
-                             best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"],
-                             aux_position=DataPosition.from_dict(ts.get("aux_position", {"epoch": 0, "batches": 0})))
-        if ckpt.resolve_checkpoint(ck_dir / "best") is None:
-            state.best_dev = math.inf  # best/ was removed (e.g. by Snakemake): re-create it
-        ckpt.set_rng_state(ts["rng"][min(info.rank, len(ts["rng"]) - 1)])
-        if info.is_main:
-            print(f"resumed from {last} at step {state.step}, data {state.position}", file=sys.stderr)
+    def _log(self, message: str) -> None:
+        if self.info.is_main:
+            print(message, file=sys.stderr, flush=True)
 
-    ddp_model = model
-    if info.world_size > 1:
-        ddp_model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
-    fwd = torch.compile(ddp_model) if tcfg.compile else ddp_model
+    def _resumable_checkpoint(self) -> Path | None:
+        """``checkpoints/last`` when it belongs to this run; a changed run starts afresh."""
+        last = ckpt.resolve_checkpoint(self.ck_dir / "last")
+        if last is not None and not same_run(ckpt.read_config(last), self.mcfg.to_dict(), self.tcfg):
+            self._log(f"{last} was trained with another configuration: starting afresh")
+            if self.info.is_main:
+                shutil.rmtree(self.ck_dir)
+            barrier(self.info)
+            return None
+        return last
 
-    inputs = inputs_for(model, spm_path)
-    lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, buffer_sents=tcfg.buffer_sents,
-                        max_len=mcfg.max_len, num_workers=tcfg.num_workers, inputs=inputs)
-    # A document-level model reads sentence batches from --shards; its document-level batches
-    # (restoration or parallel documents) come from --aux-shards.
-    loader = TrainLoader(shards, replace(lcfg, inputs=inputs.sentence_batches()), info.rank,
-                         info.world_size)
-    aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
-                  if aux_shards is not None and tcfg.aux_ratio > 0 else None)
-    dev = (dev_batches(dev_shards, tcfg.max_tokens, mcfg.max_len, inputs, tcfg.seed)
-           if info.is_main else [])
-    bleu_skip = inputs.dev_bleu_skip
-    if tcfg.dev_bleu and bleu_skip and info.is_main:
-        print(f"dev BLEU skipped: {bleu_skip}", file=sys.stderr)
-    log = MetricsLog(out_dir, state.step, info.is_main)
-    train_cfg_record = run_record(tcfg)
+    def _data(self, shards, dev_shards, aux_shards) -> None:
+        """Loaders for the main (and aux) stream and the dev batches, as the model's inputs say.
+        A document-level model reads sentence batches from --shards; its document-level batches
+        (restoration or parallel documents) come from --aux-shards."""
+        tcfg, info = self.tcfg, self.info
+        lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed,
+                            buffer_sents=tcfg.buffer_sents, max_len=self.mcfg.max_len,
+                            num_workers=tcfg.num_workers, inputs=self.inputs)
+        self.loader = TrainLoader(shards, replace(lcfg, inputs=self.inputs.sentence_batches()),
+                                  info.rank, info.world_size)
+        self.aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
+                           if aux_shards is not None and tcfg.aux_ratio > 0 else None)
+        self.dev = (dev_batches(dev_shards, tcfg.max_tokens, self.mcfg.max_len, self.inputs,
+                                tcfg.seed) if info.is_main else [])
+        if tcfg.dev_bleu and self.inputs.dev_bleu_skip:
+            self._log(f"dev BLEU skipped: {self.inputs.dev_bleu_skip}")
 
-    def save(name: str) -> None:
-        """Save ``last`` (with trainer state) under ``name``; every rank contributes its RNG."""
-        rngs = [ckpt.rng_state()]
-        if info.world_size > 1:
-            rngs = [None] * info.world_size
-            dist.all_gather_object(rngs, ckpt.rng_state())
-        if info.is_main:
-            ts = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                  "rng": rngs, "position": state.position.to_dict(), "step": state.step,
-                  "aux_position": state.aux_position.to_dict(),
-                  "best_dev": state.best_dev, "bad_evals": state.bad_evals, "tokens": state.tokens}
-            ckpt.save_checkpoint(ck_dir / name, model.state_dict(), mcfg.to_dict(),
-                                 train_cfg_record, spm_path, ts)
-        if info.world_size > 1:
-            dist.barrier()
+    # --- resume -----------------------------------------------------------------------------
+    def resume(self) -> None:
+        """Weights, optimiser, schedule, RNG and data position of ``checkpoints/last``."""
+        if self.last is None:
+            return
+        self.model.load_state_dict(ckpt.load_state(self.last, self.device))
+        ts = ckpt.load_trainer_state(self.last)
+        self.optimizer.load_state_dict(ts["optimizer"])
+        self.scheduler.load_state_dict(ts["scheduler"])
+        self.state = TrainerState.from_dict(ts)
+        if ckpt.resolve_checkpoint(self.ck_dir / "best") is None:
+            self.state.best_dev = math.inf  # best/ was removed (e.g. by Snakemake): re-create it
+        ckpt.set_rng_state(ts["rng"][min(self.info.rank, len(ts["rng"]) - 1)])
+        self._log(f"resumed from {self.last} at step {self.state.step}, data {self.state.position}")
 
-    def validate() -> bool:
-        """Dev loss/BLEU, best checkpoint, early stopping; True when patience ran out."""
-        stop_now = 0.0
-        if info.is_main:
-            m = dev_loss(model, dev, tcfg.label_smoothing, device)
-            if tcfg.dev_bleu and not bleu_skip:
-                m["bleu"] = dev_bleu(model, dev, spm_path, device, inputs)
-            log.write({"step": state.step, "split": "dev", **m})
-            if m["loss"] < state.best_dev:
-                state.best_dev, state.bad_evals = m["loss"], 0
-                ckpt.save_checkpoint(ck_dir / "best", model.state_dict(), mcfg.to_dict(),
-                                     train_cfg_record, spm_path)
-            else:
-                state.bad_evals += 1
-            stop_now = float(tcfg.patience > 0 and state.bad_evals >= tcfg.patience)
-        return _all_reduce(stop_now, info, device, "max") > 0
+    # --- one update -------------------------------------------------------------------------
+    def _streams(self) -> None:
+        self.iters: dict[bool, Iterator] = {False: self.loader.iterate(self.state.position)}
+        if self.aux_loader is not None:
+            self.iters[True] = self.aux_loader.iterate(self.state.aux_position)
 
-    def prune() -> None:
-        steps = sorted((int(p.name.split("-")[1]), p) for p in ck_dir.glob("step-*"))
-        for _, p in steps[: max(0, len(steps) - max(tcfg.keep_last, tcfg.average_last_k))]:
-            shutil.rmtree(p)
-
-    streams = {False: loader.iterate(state.position)}
-    if aux_loader is not None:
-        streams[True] = aux_loader.iterate(state.aux_position)
-
-    def next_batch(aux: bool) -> Batch:
-        """Next micro-batch of the main (or aux) data; all ranks move to the next epoch
-        together when any runs out. Updates the stream's position in ``state``."""
+    def next_batch(self, aux: bool) -> Batch:
+        """Next micro-batch of the main (or aux) stream; all ranks move to the next epoch
+        together when any runs out. Updates the stream's position in the state."""
         while True:
-            item = next(streams[aux], None)
-            if _all_reduce(float(item is not None), info, device, "min") > 0:
+            item = next(self.iters[aux], None)
+            if all_reduce_float(float(item is not None), self.info, self.device, "min") > 0:
                 if aux:
-                    state.aux_position = item[0]
+                    self.state.aux_position = item[0]
                 else:
-                    state.position = item[0]
+                    self.state.position = item[0]
                 return item[1]
-            pos = state.aux_position if aux else state.position
+            pos = self.state.aux_position if aux else self.state.position
             pos = DataPosition(pos.epoch + 1, 0)
             if aux:
-                state.aux_position = pos
-                streams[aux] = aux_loader.iterate(pos)
+                self.state.aux_position = pos
+                self.iters[aux] = self.aux_loader.iterate(pos)
             else:
-                state.position = pos
-                streams[aux] = loader.iterate(pos)
+                self.state.position = pos
+                self.iters[aux] = self.loader.iterate(pos)
 
-    model.train()
-    bar = tqdm(total=tcfg.max_steps, initial=state.step, disable=not info.is_main,
-               mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train", dynamic_ncols=True)
-    exit_code, last_val = 0, -1
-    t0, tok_window, loss_window, ntok_window = time.time(), 0, 0.0, 0
-    aux_window: dict[str, list[float]] = {}
-    while state.step < tcfg.max_steps:
-        optimizer.zero_grad(set_to_none=True)
-        step_tokens, step_loss = 0, 0.0
-        aux = (aux_loader is not None
-               and inputs.schedule(state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
+    def step(self, window: Window) -> None:
+        """One optimiser update over ``update_freq`` micro-batches; the loss is normalised by the
+        global number of target tokens (DDP already averages over ranks). Quantities stay tensors
+        (added to ``window``), so the update never waits for the device."""
+        tcfg, info = self.tcfg, self.info
+        self.optimizer.zero_grad(set_to_none=True)
+        aux = (self.aux_loader is not None
+               and self.inputs.schedule(self.state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
+        tokens = torch.zeros((), device=self.device)
         for micro in range(tcfg.update_freq):
-            batch = next_batch(aux).to(device)
+            batch = self.next_batch(aux).to(self.device)
             sync = micro == tcfg.update_freq - 1 or info.world_size == 1
-            ctx = nullcontext() if sync else ddp_model.no_sync()
-            with ctx:
-                with _autocast(device):
-                    out = fwd(batch)
-                loss, nll, n = label_smoothed_nll(out.logits, batch.tgt_out, tcfg.label_smoothing)
+            with nullcontext() if sync else self.ddp.no_sync():
+                with autocast(self.device):
+                    out = self.forward(batch)
+                loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, tcfg.label_smoothing)
                 if out.aux_loss is not None:  # per-token quantity: weight it like the CE
                     loss = loss + out.aux_loss.float() * n
                 loss.backward()
-            for k, v in out.aux_metrics.items():
-                aux_window.setdefault(k, []).append(float(v))
-            step_tokens += n
-            step_loss += float(loss.detach())
-        # Normalise by the global token count (DDP already averaged over ranks).
-        global_tokens = _all_reduce(float(step_tokens), info, device)
-        scale = info.world_size / max(global_tokens, 1.0)
-        for p in trainable:
+            for k, v in out.aux_metrics.items():   # rank 0's micro-batches
+                window.add(k, v)
+            tokens = tokens + n
+            window.add("loss", loss)
+        global_tokens = all_reduce(tokens.float(), info)
+        scale = info.world_size / global_tokens.clamp(min=1.0)
+        for p in self.trainable:
             if p.grad is not None:
                 p.grad.mul_(scale)
         if tcfg.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(trainable, tcfg.clip_norm)
-        optimizer.step()
-        scheduler.step()
-        state.step += 1
-        state.tokens += int(global_tokens)
-        tok_window += int(global_tokens)
-        loss_window += _all_reduce(step_loss, info, device)
-        ntok_window += int(global_tokens)
-        bar.update(1)
-        if state.step % tcfg.log_every == 0 or state.step == tcfg.max_steps:
-            dt = time.time() - t0
-            rec = {"step": state.step, "split": "train", "loss": loss_window / max(ntok_window, 1),
-                   "tokens_per_s": tok_window / max(dt, 1e-9), "lr": scheduler.get_last_lr()[0],
-                   "epoch": state.position.epoch,
-                   **{k: sum(v) / len(v) for k, v in aux_window.items()}}  # rank 0's micro-batches
-            log.write(rec)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
-            t0, tok_window, loss_window, ntok_window = time.time(), 0, 0.0, 0
-            aux_window = {}
-        stopping, t_pause = False, time.time()
-        if state.step % tcfg.validate_every == 0:
-            stopping = validate()
-            last_val = state.step
-        if state.step % tcfg.save_every == 0:
-            save(f"step-{state.step}")
-            if info.is_main:
-                ckpt.copy_checkpoint(ck_dir / f"step-{state.step}", ck_dir / "last")
-                prune()
-        signalled = _all_reduce(float(stop.signum), info, device, "max")
-        if signalled:
-            save("last")
-            exit_code = EXIT_REQUEUE
-            if info.is_main:
-                print(f"signal {int(signalled)}: saved last at step {state.step}, exiting "
-                      f"{EXIT_REQUEUE} for requeue", file=sys.stderr)
-            break
-        t0 += time.time() - t_pause  # tokens/s counts training time only
-        if stopping:
-            if info.is_main:
-                print(f"early stop at step {state.step}: dev loss did not improve in "
-                      f"{tcfg.patience} validations", file=sys.stderr)
-            break
-    bar.close()
+            torch.nn.utils.clip_grad_norm_(self.trainable, tcfg.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.state.step += 1
+        self.pending_tokens = self.pending_tokens + global_tokens
+        window.add("tokens", global_tokens)
 
-    if exit_code == 0:
-        if last_val != state.step:
-            validate()
-        save("last")
-        if info.is_main and tcfg.average_last_k > 1:
-            steps = sorted((int(p.name.split("-")[1]), p) for p in ck_dir.glob("step-*"))
-            chosen = [p for _, p in steps[-tcfg.average_last_k:]]
-            ckpt.save_checkpoint(ck_dir / "averaged", ckpt.average_states(chosen), mcfg.to_dict(),
-                                 {**train_cfg_record, "averaged": [p.name for p in chosen]}, spm_path)
-        if info.is_main:
-            manifest.counts = {"steps": state.step, "target_tokens": state.tokens,
-                               "epochs_started": state.position.epoch + 1,
-                               "parameters": sum(p.numel() for p in model.parameters()),
-                               "trainable_parameters": sum(p.numel() for p in trainable),
-                               "frozen_parameters": len(frozen)}
-            manifest.extra = {"best_dev_loss": state.best_dev, "init_from": init_keys,
-                              "data_mode": inputs.mode.value, "dev_bleu_skipped": bleu_skip,
-                              "aux_position": state.aux_position.to_dict(),
-                              "world_size": info.world_size, "device": str(device)}
-            manifest.write(out_dir / MANIFEST_FILE)
-    log.close()
-    if info.world_size > 1:
-        dist.destroy_process_group()
-    return exit_code
+    # --- validation and checkpoints ---------------------------------------------------------
+    def validate(self) -> bool:
+        """Dev loss/BLEU, best checkpoint, early stopping; True when patience ran out."""
+        stop_now = 0.0
+        if self.info.is_main:
+            m = dev_loss(self.model, self.dev, self.tcfg.label_smoothing, self.device)
+            if self.tcfg.dev_bleu and not self.inputs.dev_bleu_skip:
+                m["bleu"] = dev_bleu(self.model, self.dev, self.spm_path, self.device, self.inputs)
+            self.log.write({"step": self.state.step, "split": "dev", **m})
+            if m["loss"] < self.state.best_dev:
+                self.state.best_dev, self.state.bad_evals = m["loss"], 0
+                ckpt.save_checkpoint(self.ck_dir / "best", self.model.state_dict(),
+                                     self.mcfg.to_dict(), self.record, self.spm_path)
+            else:
+                self.state.bad_evals += 1
+            stop_now = float(self.tcfg.patience > 0 and self.state.bad_evals >= self.tcfg.patience)
+        return all_reduce_float(stop_now, self.info, self.device, "max") > 0
+
+    def save(self, name: str) -> None:
+        """Save a resumable checkpoint (weights + trainer state) under ``name``; every rank
+        contributes its RNG state."""
+        import torch.distributed as dist
+
+        self.state.tokens += int(self.pending_tokens)   # settle the count before it is saved
+        self.pending_tokens = torch.zeros((), device=self.device)
+        rngs = [ckpt.rng_state()]
+        if self.info.world_size > 1:
+            rngs = [None] * self.info.world_size
+            dist.all_gather_object(rngs, ckpt.rng_state())
+        if self.info.is_main:
+            ts = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                  "rng": rngs, **self.state.to_dict()}
+            ckpt.save_checkpoint(self.ck_dir / name, self.model.state_dict(), self.mcfg.to_dict(),
+                                 self.record, self.spm_path, ts)
+        barrier(self.info)
+
+    def save_step(self) -> None:
+        """``step-N``, copied to ``last``; only the newest ``keep_last`` (or k averaged) kept."""
+        self.save(f"step-{self.state.step}")
+        if self.info.is_main:
+            ckpt.copy_checkpoint(self.ck_dir / f"step-{self.state.step}", self.ck_dir / "last")
+            steps = self._step_checkpoints()
+            for p in steps[: max(0, len(steps) - max(self.tcfg.keep_last, self.tcfg.average_last_k))]:
+                shutil.rmtree(p)
+
+    def _step_checkpoints(self) -> list[Path]:
+        return [p for _, p in sorted((int(p.name.split("-")[1]), p)
+                                     for p in self.ck_dir.glob("step-*"))]
+
+    def log_train(self, window: Window, seconds: float) -> None:
+        """One train record from the window (one device synchronisation)."""
+        tokens = window.total("tokens")
+        if self.info.is_main:
+            loss = float(all_reduce(window.sums["loss"], self.info)) / max(tokens, 1.0)
+            rec = {"step": self.state.step, "split": "train", "loss": loss,
+                   "tokens_per_s": tokens / max(seconds, 1e-9),
+                   "lr": self.scheduler.get_last_lr()[0], "epoch": self.state.position.epoch,
+                   **{k: window.mean(k) for k in window.names() if k not in ("loss", "tokens")}}
+            self.log.write(rec)
+            self.bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
+        elif "loss" in window.sums:
+            all_reduce(window.sums["loss"], self.info)   # rank 0 waits for this reduction
+
+    # --- the loop ---------------------------------------------------------------------------
+    def run(self) -> int:
+        """Train (or resume) to ``max_steps``; returns the exit code (0, or EXIT_REQUEUE)."""
+        tcfg = self.tcfg
+        self.resume()
+        self.log = MetricsLog(self.out_dir, self.state.step, self.info.is_main)
+        self._streams()
+        self.pending_tokens = torch.zeros((), device=self.device)
+        self.model.train()
+        self.bar = tqdm(total=tcfg.max_steps, initial=self.state.step, disable=not self.info.is_main,
+                        mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train",
+                        dynamic_ncols=True)
+        exit_code, last_val = 0, -1
+        window, t0 = Window(), time.time()
+        while self.state.step < tcfg.max_steps:
+            self.step(window)
+            self.bar.update(1)
+            if self.state.step % tcfg.log_every == 0 or self.state.step == tcfg.max_steps:
+                self.log_train(window, time.time() - t0)
+                window, t0 = Window(), time.time()
+            stopping, t_pause = False, time.time()
+            if self.state.step % tcfg.validate_every == 0:
+                stopping, last_val = self.validate(), self.state.step
+            if self.state.step % tcfg.save_every == 0:
+                self.save_step()
+            signalled = all_reduce_float(float(self.stop.signum), self.info, self.device, "max")
+            if signalled:
+                self.save("last")
+                exit_code = EXIT_REQUEUE
+                self._log(f"signal {int(signalled)}: saved last at step {self.state.step}, "
+                          f"exiting {EXIT_REQUEUE} for requeue")
+                break
+            t0 += time.time() - t_pause  # tokens/s counts training time only
+            if stopping:
+                self._log(f"early stop at step {self.state.step}: dev loss did not improve in "
+                          f"{tcfg.patience} validations")
+                break
+        self.bar.close()
+        if exit_code == 0:
+            self.finish(validated=last_val == self.state.step)
+        self.log.close()
+        if self.info.world_size > 1:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        return exit_code
+
+    def finish(self, validated: bool) -> None:
+        """Final validation, ``last``, the averaged checkpoint and the manifest."""
+        if not validated:
+            self.validate()
+        self.save("last")
+        if not self.info.is_main:
+            return
+        if self.tcfg.average_last_k > 1:
+            chosen = self._step_checkpoints()[-self.tcfg.average_last_k:]
+            ckpt.save_checkpoint(self.ck_dir / "averaged", ckpt.average_states(chosen),
+                                 self.mcfg.to_dict(),
+                                 {**self.record, "averaged": [p.name for p in chosen]}, self.spm_path)
+        self.manifest.counts = {"steps": self.state.step, "target_tokens": self.state.tokens,
+                                "epochs_started": self.state.position.epoch + 1,
+                                "parameters": sum(p.numel() for p in self.model.parameters()),
+                                "trainable_parameters": sum(p.numel() for p in self.trainable),
+                                "frozen_parameters": len(self.frozen)}
+        self.manifest.extra = {"best_dev_loss": self.state.best_dev, "init_from": self.init_keys,
+                               "data_mode": self.inputs.mode.value,
+                               "dev_bleu_skipped": self.inputs.dev_bleu_skip,
+                               "aux_position": self.state.aux_position.to_dict(),
+                               "world_size": self.info.world_size, "device": str(self.device)}
+        self.manifest.write(self.out_dir / MANIFEST_FILE)
+
+
+def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev_shards: str | Path,
+          spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None) -> int:
+    """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
+    return Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards).run()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,7 +70,7 @@ def test_shapes_aux_loss_and_metrics():
     assert set(out.aux_metrics) == {"parse_loss_enc", "parse_acc_enc", "parse_loss_dec", "parse_acc_dec"}
     assert all(0.0 <= out.aux_metrics[k] <= 1.0 for k in ("parse_acc_enc", "parse_acc_dec"))
     # aux = lambda_enc * e_enc + lambda_dec * e_dec, with lambdas from the extras.
-    e_enc, e_dec = out.aux_metrics["parse_loss_enc"], out.aux_metrics["parse_loss_dec"]
+    e_enc, e_dec = float(out.aux_metrics["parse_loss_enc"]), float(out.aux_metrics["parse_loss_dec"])
     assert out.aux_loss.item() == pytest.approx(e_enc + e_dec, rel=1e-6)
     weighted = model_for(lambda_enc=0.5, lambda_dec=2.0)(batch)
     assert weighted.aux_loss.item() == pytest.approx(0.5 * e_enc + 2.0 * e_dec, rel=1e-6)
@@ -93,8 +93,8 @@ def test_parse_attention_is_a_masked_distribution_and_the_loss_is_its_cross_entr
                 if h + 1 <= i + 1]
     want_enc = -sum(le[b, s, h] for b, s, h in enc_arcs) / len(enc_arcs)
     want_dec = -sum(ld[b, t, h] for b, t, h in dec_arcs) / len(dec_arcs)
-    assert out.aux_metrics["parse_loss_enc"] == pytest.approx(want_enc.item(), rel=1e-5)
-    assert out.aux_metrics["parse_loss_dec"] == pytest.approx(want_dec.item(), rel=1e-5)
+    assert float(out.aux_metrics["parse_loss_enc"]) == pytest.approx(want_enc.item(), rel=1e-5)
+    assert float(out.aux_metrics["parse_loss_dec"]) == pytest.approx(want_dec.item(), rel=1e-5)
 
 
 def test_target_heads_are_mapped_to_tgt_in_positions_and_future_heads_dropped():

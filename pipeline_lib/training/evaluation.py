@@ -1,0 +1,69 @@
+"""Validation during training: dev loss (the early-stopping and best-checkpoint criterion) and
+greedy dev BLEU (the learning curve a reader looks at)."""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import EOS_ID, PAD_ID
+from pipeline_lib.models.inputs import ModelInputs
+from pipeline_lib.training.optim import label_smoothed_nll
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (no loss scaling needed); fp32 on CPU, where bf16 is slow."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
+@torch.no_grad()
+def dev_loss(model: torch.nn.Module, batches: list[Batch], epsilon: float,
+             device: torch.device) -> dict[str, float]:
+    """Per-token label-smoothed loss and NLL (and perplexity) on the dev batches."""
+    was_training = model.training
+    model.eval()
+    tot_loss = tot_nll = ntok = 0.0
+    for b in batches:
+        b = b.to(device)
+        with autocast(device):
+            out = model(b)
+        loss, nll, n = label_smoothed_nll(out.logits, b.tgt_out, epsilon)
+        tot_loss += float(loss)
+        tot_nll += float(nll)
+        ntok += float(n)
+    model.train(was_training)
+    nll_tok = tot_nll / max(ntok, 1.0)
+    return {"loss": tot_loss / max(ntok, 1.0), "nll": nll_tok, "ppl": math.exp(min(nll_tok, 50.0))}
+
+
+def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
+             device: torch.device, inputs: ModelInputs = ModelInputs()) -> float:
+    """Corpus BLEU (sacrebleu) of greedy translations of the dev batches.
+
+    Greedy rather than beam search keeps validation cheap; references are the detokenised
+    reference ids (sentencepiece round-trips text, so this equals the shard's ``tgt_text`` up to
+    unknown characters). The model's tag (``inputs.tag``) is stripped from hypotheses and
+    references."""
+    import sacrebleu
+    import sentencepiece as spm
+
+    from pipeline_lib.models.search import BeamConfig, greedy_search
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+    search_cfg = BeamConfig(beam=1, greedy=True)
+    hyps, refs = [], []
+    was_training = model.training
+    model.eval()
+    for b in batches:
+        b = b.to(device)
+        with autocast(device):
+            found = greedy_search(model, b, search_cfg)
+        for nbest, ref in zip(found, b.tgt_out.tolist()):
+            hyps.append(sp.decode(inputs.strip_tag(nbest[0].tokens if nbest else [])))
+            refs.append(sp.decode(inputs.strip_tag([t for t in ref if t not in (PAD_ID, EOS_ID)])))
+    model.train(was_training)
+    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
