@@ -1,12 +1,13 @@
 """Document-level NMT, raw corpora to a scored report. See README.md."""
 
 import sys
-from pathlib import Path
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
-# The rules and the preset step below import pipeline_lib from this checkout.
+# The rules and the planning below import pipeline_lib from this checkout.
 sys.path.insert(0, workflow.basedir)
+
+from pipeline_lib.plan import Plan, prepare_config
 
 min_version("9.0")
 
@@ -14,32 +15,24 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# `--config preset=<name>`: a paper's setup from config/presets/ replaces whole sections of the
-# default (pipeline_lib/presets.py says why); command-line values still win.
-if config.get("preset"):
-    from pipeline_lib.presets import apply_preset
-
-    apply_preset(
-        config,
-        Path(workflow.basedir, "config", "presets"),
-        workflow.config_settings.overwrite_config,
-    )
+# `--config preset=<name>` applies a paper's setup (config/presets/; command-line values still
+# win), then the config is validated against workflow/schemas/config.schema.yaml, which fills in
+# every default. `plan` (pipeline_lib/plan.py) is all the rule files read.
+prepare_config(config, workflow.config_settings.overwrite_config)
+plan = Plan(config)
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
-include: "workflow/rules/common.smk"
-
-
-# Every stage's rules live in workflow/rules/<stage>.smk; common.smk (above) comes first.
-for _rules in sorted(Path(workflow.basedir, "workflow", "rules").glob("*.smk")):
-    if _rules.name != "common.smk":
-
-        include: str(_rules)
+include: "workflow/rules/download.smk"
+include: "workflow/rules/ingest.smk"
+include: "workflow/rules/parse.smk"
+include: "workflow/rules/preprocess.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/score.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
-        final_targets(),
+        plan.final_targets(),

@@ -57,6 +57,8 @@ CKPT_CONFIG_FILE = "config.yaml"            # model config, train config, git re
 CKPT_SPM_FILE = "spm.model"                 # copy of the sentencepiece model
 CKPT_TRAINER_STATE_FILE = "trainer_state.pt"  # optimizer, scheduler, RNG, data position, step
 METRICS_FILE = "metrics.jsonl"              # one JSON record per line: step, split, loss, ...
+CKPT_BEST = "best"      # lowest dev loss; initialises the next job of a two-step recipe
+CKPT_FINAL = "final"    # what decoding and scoring read: the averaged checkpoint, else best
 
 # --- Batch.extra keys shared by the data loader, the decoder and the models ---
 EXTRA_DOC_START = "doc_start"   # (B,) bool: row starts a new document (document-stream batches)

@@ -114,6 +114,30 @@ def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:
     return dst
 
 
+def link_checkpoint(src: str | Path, dst: str | Path) -> Path:
+    """``dst`` as a second name of checkpoint ``src``: hard links where the filesystem allows
+    (no second copy of the weights on disk), else copies; atomic like :func:`copy_checkpoint`."""
+    src, dst = Path(src), Path(dst)
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    for f in src.iterdir():
+        try:
+            os.link(f, tmp / f.name)
+        except OSError:
+            shutil.copy2(f, tmp / f.name)
+    backup = _backup_path(dst)
+    if backup.exists():
+        shutil.rmtree(backup)
+    if dst.exists():
+        os.replace(dst, backup)
+    os.replace(tmp, dst)
+    if backup.exists():
+        shutil.rmtree(backup)
+    return dst
+
+
 def read_config(path: str | Path) -> dict[str, Any]:
     return yaml.safe_load((Path(path) / CONFIG_FILE).read_text())
 

@@ -12,8 +12,9 @@ in the order of the model's ``schedule``. ``train.freeze`` may contain ``@senten
 model's ``sentence_level_prefixes()`` (two-step training).
 
 Output layout (``--out-dir`` = ``results/train_model/{model}``): ``checkpoints/{last,best,
-step-N,averaged}/`` (see checkpoint.py), ``metrics.jsonl``, ``tb/`` (TensorBoard),
-``manifest.json``.
+step-N,averaged,final}/`` (see checkpoint.py; ``final`` is what later stages evaluate: the average
+of the last k checkpoints when ``average_last_k`` > 1, else ``best``), ``metrics.jsonl``, ``tb/``
+(TensorBoard), ``manifest.json``.
 
 Pre-emption: SIGTERM / SIGUSR1 (what SLURM sends before a time limit or pre-emption) set a flag;
 after the current update the run saves ``last`` and exits with ``EXIT_REQUEUE`` (143), which
@@ -49,7 +50,7 @@ from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import MANIFEST_FILE
+from pipeline_lib.constants import CKPT_FINAL, MANIFEST_FILE
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib.training import checkpoint as ckpt
@@ -506,6 +507,11 @@ class Trainer:
             ckpt.save_checkpoint(self.ck_dir / "averaged", ckpt.average_states(chosen),
                                  self.mcfg.to_dict(),
                                  {**self.record, "averaged": [p.name for p in chosen]}, self.spm_path)
+        # `final`: the weights every later stage evaluates (one name, whatever the recipe)
+        final = "averaged" if self.tcfg.average_last_k > 1 else "best"
+        if ckpt.resolve_checkpoint(self.ck_dir / final) is None:
+            final = "last"   # no validation ever improved on an infinite loss
+        ckpt.link_checkpoint(self.ck_dir / final, self.ck_dir / CKPT_FINAL)
         self.manifest.counts = {"steps": self.state.step, "target_tokens": self.state.tokens,
                                 "epochs_started": self.state.position.epoch + 1,
                                 "parameters": sum(p.numel() for p in self.model.parameters()),

@@ -75,10 +75,20 @@ def test_report_gives_parameter_overheads_against_the_baseline(tiny_pipeline):
 
 
 def test_averaging_jobs_are_decoded_from_their_averaged_checkpoint(tiny_pipeline):
+    """Decoding reads each job's checkpoints/final: the averaged weights of a job that averages
+    (doct here), the best checkpoint of one that does not."""
+    import filecmp
+
     doct = _manifest(tiny_pipeline, "decode_test", "doct", "bible", "test.manifest.json")
     base = _manifest(tiny_pipeline, "decode_test", "transformer", "bible", "test.manifest.json")
-    assert any("train_model/doct/checkpoints/averaged" in p for p in doct["inputs"]), doct["inputs"]
-    assert any("train_model/transformer/checkpoints/best" in p for p in base["inputs"])
+    assert any("train_model/doct/checkpoints/final" in p for p in doct["inputs"]), doct["inputs"]
+    assert any("train_model/transformer/checkpoints/final" in p for p in base["inputs"])
+    runs = tiny_pipeline / "results" / "train_model"
+    for job, weights in (("doct", "averaged"), ("transformer", "best")):
+        ck = runs / job / "checkpoints"
+        assert filecmp.cmp(ck / "final" / "model.pt", ck / weights / "model.pt", shallow=False)
+    ck = runs / "doct" / "checkpoints"
+    assert not filecmp.cmp(ck / "final" / "model.pt", ck / "best" / "model.pt", shallow=False)
 
 
 def test_crosstask_is_decoded_by_document_and_by_sentence(tiny_pipeline):

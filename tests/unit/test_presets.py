@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import validate
 
 from pipeline_lib.ingest.download import CATALOGUE, LDC_TRAIN, NIST_SETS
+from pipeline_lib.plan import Plan, load_config
 from pipeline_lib.presets import apply_preset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +33,14 @@ def test_preset_names_only_schema_keys_and_validates_merged(preset):
     unknown = set(data) - set(schema["properties"])
     assert not unknown, f"{preset.name}: keys unknown to the schema: {sorted(unknown)}"
     # `--config preset=<name>`: the preset's sections replace the default's, then validated.
-    config = {**copy.deepcopy(_load(ROOT / "config/config.yaml")), "preset": preset.stem}
-    apply_preset(config, preset.parent, {"preset": preset.stem})
-    validate(config, str(SCHEMA))
+    config = load_config(overrides={"preset": preset.stem})
     assert "bible" not in config["corpora"]
     # every job trains and validates on corpora of the preset, every scored corpus has a test set
-    jobs = set(config["models"]) | {s["init_from"] for s in config["model_settings"].values()
-                                     if s.get("init_from")}
-    for job in jobs:
-        settings = config["model_settings"].get(job, {})
-        assert settings.get("corpus", config["train"]["corpus"]) in config["corpora"], job
-    assert (config["train"].get("dev_corpus") or config["train"]["corpus"]) in config["corpora"]
-    for corpus in config["score"].get("corpora") or config["corpora"]:
+    plan = Plan(config)
+    assert set(config["models"]) <= set(plan.jobs)
+    for job in plan.jobs.values():
+        assert job.corpus in config["corpora"] and job.dev_corpus in config["corpora"], job.name
+    for corpus in plan.test_corpora:
         assert "test" in config["corpora"][corpus]["splits"], corpus
     assert config["model"]["preset"] == "base"
 

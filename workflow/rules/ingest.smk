@@ -1,27 +1,27 @@
 """Raw corpora -> document Parquet (pipeline_lib.ingest)."""
 
+import json
+
+from pipeline_lib.codehash import code_hash
+
 
 rule ingest_corpus:
     input:
-        ingest_inputs,
+        lambda wc: plan.ingest_inputs(wc.corpus),
     output:
-        docs=f"{RESULTS}/ingest_corpus/{{corpus}}/docs.parquet",
-        quarantine=f"{RESULTS}/ingest_corpus/{{corpus}}/quarantine.parquet",
-        manifest=f"{RESULTS}/ingest_corpus/{{corpus}}/manifest.json",
+        docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
+        quarantine=plan.out("ingest_corpus", "{corpus}", "quarantine.parquet"),
+        manifest=plan.out("ingest_corpus", "{corpus}", "manifest.json"),
     log:
         "logs/ingest_corpus/{corpus}.log",
     params:
-        spec=corpus_spec_json,
-        max_line_chars=config.get("ingest", {}).get("max_line_chars", 2000),
+        # the corpus's config entry as one JSON argument (also a rerun trigger)
+        spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
+        max_line_chars=config["ingest"]["max_line_chars"],
         code=code_hash("ingest"),
     conda:
         "../../envs/ingest.yaml"
     shell:
-        "python -m pipeline_lib.ingest --corpus {wildcards.corpus} --spec {params.spec:q}"
+        "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --spec {params.spec:q}"
         " --max-line-chars {params.max_line_chars}"
-        " --out-dir $(dirname {output.docs}) > {log} 2>&1"
-
-
-FINAL_TARGETS.extend(
-    expand(f"{RESULTS}/ingest_corpus/{{corpus}}/manifest.json", corpus=CORPORA)
-)
+        " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"

@@ -1,0 +1,271 @@
+"""The run plan: pure functions from the validated config to the jobs the rule files declare.
+
+WHY here and not in ``workflow/rules/*.smk``: planning (which training jobs exist and in what
+order, what each is given, which systems are decoded and scored, which corpora each stage reads)
+is ordinary Python that deserves unit tests (tests/unit/test_plan.py runs it on the default
+config and every preset), and rule files that share globals depend on their include order. The
+Snakefile builds one :class:`Plan` after validation and every rule file reads only it.
+
+Defaults live in one place, the config schema (``workflow/schemas/config.schema.yaml``): the
+Snakefile validates with ``set_default``, and :func:`load_config` does the same for tests and
+tools, so this module indexes the config without fallbacks.
+
+This module imports nothing heavy (no torch, no readers' libraries): building the DAG must not
+need every stage's dependencies.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline_lib.constants import CKPT_BEST, CKPT_FINAL, SENT_SUFFIX
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
+PRESET_DIR = ROOT / "config" / "presets"
+
+
+
+def load_config(*files: str | Path, overrides: Mapping | None = None) -> dict:
+    """The config a ``snakemake --configfile files... --config overrides`` run sees: the files
+    deep-merged in order, a ``preset`` applied, validated with the schema's defaults filled in
+    (what the Snakefile does)."""
+    import yaml
+    from snakemake.utils import update_config
+
+    config: dict = {}
+    for f in files or (DEFAULT_CONFIG,):
+        update_config(config, yaml.safe_load(Path(f).read_text()) or {})
+    update_config(config, copy.deepcopy(dict(overrides or {})))
+    prepare_config(config, overrides or {})
+    return config
+
+
+def prepare_config(config: dict, overrides: Mapping) -> None:
+    """Apply ``config["preset"]`` (pipeline_lib.presets) and validate ``config`` in place with
+    the schema's defaults; ``overrides`` are the command line's values, which win over a preset."""
+    from snakemake.utils import validate
+
+    if config.get("preset"):
+        from pipeline_lib.presets import apply_preset
+
+        apply_preset(config, PRESET_DIR, overrides)
+    validate(config, str(SCHEMA))
+    # Every job gets its model_settings entry, so the schema fills its defaults too (a job
+    # without an entry is a one-step sentence-level run of the registry model of its name).
+    settings = config["model_settings"]
+    pending = list(config["models"])
+    while pending:
+        job = pending.pop()
+        if job not in settings:
+            settings[job] = {}
+        pending.extend([settings[job]["init_from"]] if settings[job].get("init_from") else [])
+    validate(config, str(SCHEMA))
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One training job (``results/train_model/<name>``)."""
+
+    name: str
+    model: dict[str, Any]        # ModelConfig fields: preset sizes, registry name, extras
+    train: dict[str, Any]        # TrainConfig fields: train section, job overrides, init, freeze
+    data: str                    # shard task the job trains and validates on: sent | doc
+    corpus: str                  # corpus whose train shards it reads
+    dev_corpus: str              # corpus whose dev shards validate it
+    init_from: str | None        # job whose checkpoint initialises it
+    aux: str | None              # second shard task (restore | doc) on a share of the updates
+
+    def config_json(self) -> str:
+        """The trainer's ``--config-json`` (also the rule's params rerun trigger)."""
+        return json.dumps({"model": self.model, "train": self.train}, sort_keys=True)
+
+
+class Plan:
+    """Everything the rule files need to know about a validated config."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = config
+        self.results = config["results_dir"]
+        self.resources = config["resources_dir"]
+        self.jobs = self._train_jobs()
+
+    # --- paths ---------------------------------------------------------------------------
+    def out(self, *parts: str) -> str:
+        """A path under the results folder (``results/<rule>/...``)."""
+        return "/".join([self.results, *parts])
+
+    def resource(self, *parts: str) -> str:
+        return "/".join([self.resources, *parts])
+
+    # --- corpora -------------------------------------------------------------------------
+    @property
+    def corpora(self) -> list[str]:
+        return list(self.config["corpora"])
+
+    @property
+    def test_corpora(self) -> list[str]:
+        """Corpora decoded and scored on ``score.test_splits`` (training-only corpora have none)."""
+        return list(self.config["score"]["corpora"] or self.corpora)
+
+    @property
+    def test_splits(self) -> list[str]:
+        return list(self.config["score"]["test_splits"])
+
+    def ingest_inputs(self, corpus: str) -> list[str]:
+        """The raw files a corpus's reader reads: changing one reruns only that corpus's
+        ingestion. A downloaded corpus stands behind its download manifest (rule
+        download_corpus). Reader modules import their own libraries lazily, so this is cheap."""
+        from pipeline_lib.ingest import reader_module
+
+        spec = self.config["corpora"][corpus]
+        if spec.get("download"):
+            return [self.resource("corpora", spec["download"], "manifest.json")]
+        return reader_module(spec["reader"]).input_files(spec)
+
+    @property
+    def parses(self) -> bool:
+        """Stanza parses feed the subword heads (DBSA); setups without them skip stanza."""
+        return bool(self.config["bpe"]["use_parses"])
+
+    # --- parsing -------------------------------------------------------------------------
+    @property
+    def shared_dir(self) -> str:
+        """Material machines cannot download (UD treebanks); env DOCMT_SHARED overrides."""
+        import os
+
+        return os.environ.get("DOCMT_SHARED", self.config["shared_dir"])
+
+    def side_lang(self, side: str) -> str:
+        return self.config["src_lang" if side == "src" else "tgt_lang"]
+
+    def parse_shard_dirs(self, corpus: str, side: str) -> list[str]:
+        return [self.out("parse_shard", corpus, side, str(n))
+                for n in range(self.config["parse"]["shards"])]
+
+    def parse_shard_files(self, corpus: str, side: str) -> list[str]:
+        return [f"{d}/{name}" for d in self.parse_shard_dirs(corpus, side)
+                for name in ("parse.parquet", "quarantine.parquet", "manifest.json")]
+
+    # --- training ------------------------------------------------------------------------
+    def _train_jobs(self) -> dict[str, TrainJob]:
+        """Every evaluated model plus the jobs they start from (``init_from``), in order."""
+        settings = self.config["model_settings"]
+        order: list[str] = []
+        pending = list(self.config["models"])
+        while pending:
+            job = pending.pop(0)
+            if job not in order:
+                order.append(job)
+                if settings.get(job, {}).get("init_from"):
+                    pending.append(settings[job]["init_from"])
+        return {job: self._job(job) for job in order}
+
+    def _job(self, job: str) -> TrainJob:
+        cfg = self.config
+        s = cfg["model_settings"][job]
+        train = {k: v for k, v in cfg["train"].items() if k not in ("corpus", "dev_corpus")}
+        corpus = s["corpus"] or cfg["train"]["corpus"]
+        init, aux = s["init_from"], s["aux"]
+        return TrainJob(
+            name=job,
+            model={**cfg["model_presets"][s["preset"] or cfg["model"]["preset"]],
+                   "name": s["name"] or job, "extras": dict(s["extras"])},
+            train={**train, **s["train"],
+                   "init_from": self.checkpoint(init, CKPT_BEST) if init else None,
+                   "freeze": list(s["freeze"]),
+                   **({"aux_ratio": s["aux_ratio"]} if aux else {})},
+            data=s["data"],
+            corpus=corpus,
+            dev_corpus=cfg["train"]["dev_corpus"] or corpus,
+            init_from=init,
+            aux=aux,
+        )
+
+    def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
+        return self.out("train_model", job, "checkpoints", which)
+
+    def init_inputs(self, job: str) -> list[str]:
+        init = self.jobs[job].init_from
+        return [self.checkpoint(init, CKPT_BEST)] if init else []
+
+    def aux_flag(self, job: str) -> str:
+        """``--aux-shards DIR`` of a job with a second data stream (cross-task), else ""."""
+        j = self.jobs[job]
+        return f"--aux-shards {self.out('make_shards', j.corpus, j.aux, 'train')}" if j.aux else ""
+
+    def job_regex(self) -> str:
+        """Wildcard constraint matching exactly the training job names (longest first)."""
+        return "|".join(sorted(self.jobs, key=len, reverse=True))
+
+    # --- evaluation ----------------------------------------------------------------------
+    @property
+    def systems(self) -> dict[str, tuple[str, str]]:
+        """Evaluated system -> (training job, decode unit). A model with
+        ``model_settings.<m>.sentence_decode`` (cross-task: the paper's "translate sentences"
+        mode) is decoded a second time, each sentence alone, as its own row ``<m>_sent``."""
+        out = {m: (m, "document") for m in self.config["models"]}
+        for m in self.config["models"]:
+            if self.config["model_settings"][m]["sentence_decode"]:
+                out[f"{m}{SENT_SUFFIX}"] = (m, "sentence")
+        return out
+
+    @property
+    def baseline(self) -> str:
+        return self.config["models"][0]
+
+    def system_regex(self) -> str:
+        return "|".join(sorted(self.systems, key=len, reverse=True))
+
+    def hypotheses(self) -> list[tuple[str, str, str, str]]:
+        """(system, corpus, split, hypothesis Parquet) of every decoded test set."""
+        return [(m, c, s, self.out("decode_test", m, c, f"{s}.parquet"))
+                for m in self.systems for c in self.test_corpora for s in self.test_splits]
+
+    def test_set_args(self) -> str:
+        """``--refs CORPUS DOCS`` and ``--hyp SYSTEM CORPUS SPLIT PARQUET`` flags naming every
+        test set, shell-quoted (score and discourse CLIs)."""
+        import shlex
+
+        args = [["--refs", c, self.out("ingest_corpus", c, "docs.parquet")]
+                for c in self.test_corpora]
+        args += [["--hyp", m, c, s, p] for m, c, s, p in self.hypotheses()]
+        return " ".join(shlex.quote(a) for flag in args for a in flag)
+
+    @property
+    def suites(self) -> dict[str, dict]:
+        return dict(self.config["score"]["discourse_suites"])
+
+    def suite_files(self) -> list[str]:
+        """Every file the contrastive suites read (rerun triggers)."""
+        return [s[k] for s in self.suites.values()
+                for k in ("path", "context_src", "context_tgt") if s.get(k)]
+
+    # --- targets -------------------------------------------------------------------------
+    def final_targets(self) -> list[str]:
+        """What ``rule all`` builds: every stage's manifest for every corpus and job, and the
+        report."""
+        t = [self.out("ingest_corpus", c, "manifest.json") for c in self.corpora]
+        if self.parses:
+            t += [self.out("parse_corpus", c, "manifest.json") for c in self.corpora]
+        t += [self.out("verify_shards", c, "manifest.json") for c in self.corpora]
+        t += [self.out("train_model", m, "manifest.json") for m in self.config["models"]]
+        t += [self.out("decode_test", m, c, f"{s}.manifest.json")
+              for m, c, s, _ in self.hypotheses()]
+        t += [self.out("score_test", "scores.json"),
+              self.out("discourse_consistency", "consistency.json")]
+        if self.suites:
+            t += [self.out("discourse_contrastive", m, "contrastive.json")
+                  for m in self.config["models"]]
+        downloads = self.config["downloads"]
+        t += [self.resource("corpora", d, "manifest.json") for d in downloads["corpora"]]
+        if downloads["ldc_required"]:
+            t.append(self.out("check_ldc", "manifest.json"))
+        t.append(self.out("report", "index.html"))
+        return t
