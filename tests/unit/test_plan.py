@@ -1,0 +1,112 @@
+"""The run plan (pipeline_lib/plan.py) on the default config and on every preset: jobs and their
+init_from chains, what each job is given, evaluated systems, test sets and the final targets."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pipeline_lib.models.registry import MODELS
+from pipeline_lib.plan import Plan, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESETS = sorted(p.stem for p in (ROOT / "config" / "presets").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def default() -> Plan:
+    return Plan(load_config())
+
+
+def test_default_jobs_follow_the_init_chains(default):
+    assert list(default.jobs) == ["transformer", "dbsa", "doct", "cache", "camn", "crosstask",
+                                  "crosstask_pretrain"]
+    doct = default.jobs["doct"]
+    assert doct.init_from == "transformer" and doct.data == "doc" and doct.aux is None
+    assert doct.train["init_from"] == "results/train_model/transformer/checkpoints/best"
+    assert doct.train["freeze"] == ["@sentence_level"]
+    assert doct.model["name"] == "doct" and doct.model["extras"]["context_sentences"] == 2
+    assert doct.model["d_model"] == 128          # model_presets.tiny via model.preset
+    pre = default.jobs["crosstask_pretrain"]
+    assert pre.model["name"] == "crosstask" and pre.init_from is None
+    assert pre.train["aux_ratio"] == 0.5 and pre.aux == "restore"
+    assert default.aux_flag("crosstask_pretrain") == \
+        "--aux-shards results/make_shards/bible/restore/train"
+    assert default.aux_flag("transformer") == ""
+    base = default.jobs["transformer"]
+    assert base.train["init_from"] is None and base.train["freeze"] == []
+    assert "aux_ratio" not in base.train and "corpus" not in base.train
+    assert base.corpus == base.dev_corpus == "bible"
+    assert default.init_inputs("crosstask") == [
+        "results/train_model/crosstask_pretrain/checkpoints/best"]
+    # the trainer's --config-json: model + train, nothing else
+    assert set(json.loads(doct.config_json())) == {"model", "train"}
+
+
+def test_default_systems_tests_and_targets(default):
+    assert default.systems["crosstask_sent"] == ("crosstask", "sentence")
+    assert default.systems["doct"] == ("doct", "document")
+    assert default.baseline == "transformer" and default.test_corpora == ["bible"]
+    assert ("doct", "bible", "test", "results/decode_test/doct/bible/test.parquet") in \
+        default.hypotheses()
+    assert default.checkpoint("doct") == "results/train_model/doct/checkpoints/final"
+    targets = default.final_targets()
+    assert "results/report/index.html" in targets
+    assert "results/parse_corpus/bible/manifest.json" in targets
+    assert "results/decode_test/crosstask_sent/bible/test.manifest.json" in targets
+    assert not any("discourse_contrastive" in t for t in targets)   # no suites configured
+    assert default.parse_shard_dirs("bible", "src") == ["results/parse_shard/bible/src/0",
+                                                        "results/parse_shard/bible/src/1"]
+
+
+def test_job_without_settings_gets_the_schema_defaults():
+    plan = Plan(load_config(overrides={"models": ["transformer", "camn"],
+                                       "model_settings": {"camn": {"init_from": "base"}}}))
+    assert list(plan.jobs) == ["transformer", "camn", "base"]
+    base = plan.jobs["base"]
+    assert base.model["name"] == "base" and base.data == "sent" and base.aux is None
+    assert base.train["freeze"] == [] and base.model["extras"] == {}
+
+
+def test_test_set_arguments_are_shell_quoted(tmp_path):
+    plan = Plan(load_config(overrides={"results_dir": "my results"}))
+    args = shlex.split(plan.test_set_args())
+    assert args[:3] == ["--refs", "bible", "my results/ingest_corpus/bible/docs.parquet"]
+    assert args.count("--hyp") == len(plan.hypotheses())
+
+
+def test_without_parses_nothing_is_parsed():
+    plan = Plan(load_config(overrides={"bpe": {"use_parses": False}}))
+    assert not plan.parses
+    assert not any("parse" in t for t in plan.final_targets())
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_plans_registered_models_on_its_corpora(preset):
+    config = load_config(overrides={"preset": preset})
+    plan = Plan(config)
+    assert plan.jobs and plan.systems
+    for job in plan.jobs.values():
+        assert job.model["name"] in MODELS, job.name
+        assert job.corpus in config["corpora"] and job.dev_corpus in config["corpora"]
+        assert job.init_from is None or job.init_from in plan.jobs
+        assert (job.aux is None) == ("aux_ratio" not in job.train)
+        assert job.model["d_model"] == 512          # the papers' base size
+    for system, (job, unit) in plan.systems.items():
+        assert job in plan.jobs and unit in ("document", "sentence")
+    for corpus in plan.test_corpora:
+        assert "test" in config["corpora"][corpus]["splits"], corpus
+    downloads = {plan.resource("corpora", d, "manifest.json")
+                 for d in config["downloads"]["corpora"]}
+    assert downloads <= set(plan.final_targets())
+
+
+def test_zhang2018_trains_the_baseline_on_sentences_and_doct_on_documents():
+    plan = Plan(load_config(overrides={"preset": "zhang2018_zh-en"}))
+    assert plan.jobs["transformer"].corpus == "ldc_sent"
+    assert plan.jobs["doct"].init_from == "transformer"
+    assert plan.jobs["doct"].corpus != "ldc_sent"
+    assert len(plan.test_corpora) == 5
