@@ -56,7 +56,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from pysword.modules import SwordModules
 
 from pipeline_lib.constants import Split
 from pipeline_lib.ingest import InputError, Limits
@@ -135,6 +134,8 @@ def _locate(module: str, sword_dirs: tuple[str, ...]) -> Path:
 
 def read_module(module: str, sword_dirs: tuple[str, ...] = ("resources/sword",)) -> ModuleText:
     """Read and clean every verse of ``module`` in its own versification."""
+    from pysword.modules import SwordModules   # lazily: planning the DAG must not need pysword
+
     lib = _locate(module, sword_dirs)
     mods = SwordModules(str(lib))
     mods.parse_modules()

@@ -1,0 +1,70 @@
+"""Each rule's conda environment (envs/*.yaml, `--software-deployment-method conda`) lists every
+third-party module the code its rule runs imports."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_lib.codehash import closure
+
+ROOT = Path(__file__).resolve().parents[2]
+RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
+# import name -> package name in conda-forge / PyPI
+PACKAGE = {"yaml": "pyyaml", "torch": "pytorch", "pysword": "pysword"}
+# modules present wherever their importer is (torch brings its own helpers)
+PROVIDED = {"typing_extensions"}
+RULE = re.compile(r"^(?:rule|checkpoint) (\w+):\n((?:[ \t]+.*\n|\n)*)", re.M)
+
+
+def _rules() -> list[tuple[str, str, list[str]]]:
+    """(rule, env file, modules its shell runs) of every rule with a conda environment."""
+    out = []
+    for f in RULE_FILES:
+        for name, body in RULE.findall(f.read_text()):
+            env = re.search(r'conda:\s*\n\s*"\.\./\.\./envs/([\w.]+)"', body)
+            mods = re.findall(r"python -m (pipeline_lib[\w.]*)", body)
+            if env and mods:
+                out.append((name, env.group(1), mods))
+    return out
+
+
+def _third_party(modules: list[str]) -> set[str]:
+    names: set[str] = set()
+    for mod in modules:
+        rel = mod.removeprefix("pipeline_lib").lstrip(".").removesuffix(".__main__")
+        for f in closure(rel):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.Import):
+                    names |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "pipeline_lib"
+            and n != "__future__" and n not in PROVIDED}
+
+
+def _env_packages(env: str) -> set[str]:
+    spec = yaml.safe_load((ROOT / "envs" / env).read_text())
+    pkgs: set[str] = set()
+    for dep in spec["dependencies"]:
+        for d in (dep["pip"] if isinstance(dep, dict) else [dep]):
+            pkgs.add(re.split(r"[<>=!~ ]", d, maxsplit=1)[0].lower())
+    return pkgs
+
+
+def test_every_conda_rule_was_found():
+    rules = {r for r, _, _ in _rules()}
+    assert {"ingest_corpus", "stanza_models", "parse_shard", "train_bpe", "make_shards",
+            "train_model", "decode_test", "score_test", "report", "download_corpus"} <= rules
+
+
+@pytest.mark.parametrize("rule,env,modules", _rules(), ids=lambda x: x if isinstance(x, str) else "")
+def test_environment_lists_what_the_rule_imports(rule, env, modules):
+    needed = {PACKAGE.get(n, n).lower() for n in _third_party(modules)}
+    missing = needed - _env_packages(env)
+    assert not missing, f"rule {rule}: envs/{env} lacks {sorted(missing)} (imported by {modules})"
