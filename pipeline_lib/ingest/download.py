@@ -273,9 +273,14 @@ def check_members(archive: Path, target: Path) -> None:
     target = target.resolve()
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
-            for name in zf.namelist():
-                if not _inside(target, name):
-                    raise UnsafeArchiveError(f"{archive}: member {name!r} escapes {target}; refused")
+            for info in zf.infolist():
+                if not _inside(target, info.filename):
+                    raise UnsafeArchiveError(f"{archive}: member {info.filename!r} escapes "
+                                             f"{target}; refused")
+                # zipfile would write a link's target path as a file's content: refuse it
+                if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                    raise UnsafeArchiveError(f"{archive}: member {info.filename!r} is a symbolic "
+                                             "link; refused")
         return
     with tarfile.open(archive) as tf:
         for m in tf.getmembers():

@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -93,41 +92,27 @@ def _data_path(conf: Path, lib: Path) -> Path | None:
     return None
 
 
-def safe_extract(archive: Path, dest: Path) -> list[Path]:
-    """Unpack ``archive`` into ``dest``, refusing any member that would escape ``dest``."""
-    dest = dest.resolve()
-    written = []
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            target = (dest / info.filename).resolve()
-            is_link = (info.external_attr >> 16) & 0o170000 == 0o120000
-            if is_link or not target.is_relative_to(dest) or Path(info.filename).is_absolute():
-                raise ModuleUnavailable(f"{archive}: refusing archive member {info.filename!r} "
-                                        f"(outside {dest} or a link)")
-        for info in zf.infolist():
-            target = dest / info.filename
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
-            written.append(target)
-    return written
+def download_module(module: str, dest: Path, base_url: str, timeout: float = 60.0,
+                    retries: int = 3) -> Path:
+    """Fetch ``<base_url>/<module>.zip`` (pipeline_lib.ingest.download: retries, resume, safe
+    extraction) and unpack it into the library ``dest``."""
+    from pipeline_lib.ingest.download import DownloadError, UnsafeArchiveError, extract, fetch
 
-
-def download_module(module: str, dest: Path, base_url: str, timeout: float = 60.0) -> Path:
-    """Fetch ``<base_url>/<module>.zip`` and unpack it into the library ``dest``."""
     url = f"{base_url.rstrip('/')}/{module}.zip"
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
         archive = Path(tmp) / f"{module}.zip"
         log.info("downloading %s", url)
-        with urllib.request.urlopen(url, timeout=timeout) as resp, open(archive, "wb") as out:
-            shutil.copyfileobj(resp, out)
-        if not zipfile.is_zipfile(archive):
-            raise ModuleUnavailable(f"{url}: not a zip archive")
-        safe_extract(archive, dest)
+        try:
+            fetch(url, archive, retries=retries, timeout_s=timeout)
+            if not zipfile.is_zipfile(archive):
+                raise ModuleUnavailable(f"{url}: not a zip archive")
+            unpacked = Path(tmp) / "unpacked"
+            extract(archive, unpacked)
+        except (DownloadError, UnsafeArchiveError) as e:
+            raise ModuleUnavailable(str(e)) from e
+        # a library holds many modules: merge this one's mods.d/ and modules/ into it
+        shutil.copytree(unpacked, dest, dirs_exist_ok=True)
     if find_module(module, [dest]) is None:
         raise ModuleUnavailable(f"{url}: archive has no mods.d conf or data folder for {module}")
     return dest

@@ -40,17 +40,15 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline_lib.constants import MANIFEST_FILE, STANZA_MODEL_FILE
+from pipeline_lib.ingest.download import DownloadError, fetch
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("stanza_models")
@@ -192,11 +190,7 @@ def fetch_treebank(tb: Treebank, shared_dir: Path, cache_dir: Path, ud_url: str)
             continue
         url = f"{ud_url.rstrip('/')}/{tb.name}/{tb.commit}/{f}"
         log.info("%s not in %s: downloading %s", f, shared, url)
-        local.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".part")
-        with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as out:
-            shutil.copyfileobj(r, out)
-        os.replace(tmp, target)
+        fetch(url, target)   # retried, resumed, renamed into place only when complete
     return local
 
 
@@ -376,7 +370,7 @@ def provide(lang: str, cfg: StanzaConfig, shared_dir: Path, resources_dir: Path,
     if cfg.train and tb is not None:
         try:
             tb_dir = fetch_treebank(tb, shared_dir, resources_dir.parent / "ud", cfg.ud_url)
-        except (OSError, urllib.error.URLError) as e:
+        except (OSError, DownloadError) as e:
             tried.append(f"UD treebank {tb.name}: {e}")
         else:
             desc = train_models(lang, tb_dir, tb, trained_dir, cfg.training, threads)

@@ -10,7 +10,6 @@ import importlib
 from pathlib import Path
 
 import pytest
-import yaml
 from snakemake.utils import validate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -115,22 +115,23 @@ def test_not_a_zip_is_refused(server, no_system_library, tmp_path, module_zip):
 
 
 @pytest.mark.parametrize("member", ["../escape.conf", "mods.d/../../escape.conf", "/abs/escape.conf"])
-def test_safe_extract_refuses_members_outside_dest(tmp_path, member):
-    archive = tmp_path / "evil.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
+def test_archive_members_outside_the_library_are_refused(server, no_system_library, tmp_path,
+                                                         module_zip, member):
+    base_url, _ = server
+    with zipfile.ZipFile(module_zip.parent / "evil.zip", "w") as zf:
         zf.writestr("mods.d/ok.conf", "[ok]\n")
         zf.writestr(member, "x")
     dest = tmp_path / "dest"
-    with pytest.raises(sm.ModuleUnavailable, match="refusing"):
-        sm.safe_extract(archive, dest)
+    with pytest.raises(sm.ModuleUnavailable, match="refused"):
+        sm.download_module("evil", dest, base_url)
     assert not (tmp_path / "escape.conf").exists() and not (dest / "mods.d" / "ok.conf").exists()
 
 
-def test_safe_extract_refuses_symlinks(tmp_path):
-    archive = tmp_path / "link.zip"
+def test_archive_symlinks_are_refused(server, no_system_library, tmp_path, module_zip):
+    base_url, _ = server
     info = zipfile.ZipInfo("mods.d/link.conf")
     info.external_attr = (0o120777 << 16)
-    with zipfile.ZipFile(archive, "w") as zf:
+    with zipfile.ZipFile(module_zip.parent / "link.zip", "w") as zf:
         zf.writestr(info, "/etc/passwd")
-    with pytest.raises(sm.ModuleUnavailable, match="refusing"):
-        sm.safe_extract(archive, tmp_path / "dest")
+    with pytest.raises(sm.ModuleUnavailable, match="refused"):
+        sm.download_module("link", tmp_path / "dest", base_url)
