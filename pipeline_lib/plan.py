@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 PRESET_DIR = ROOT / "config" / "presets"
+THIRD_PARTY = ROOT / "third_party"
 
 
 
@@ -137,10 +138,11 @@ class Plan:
     # --- parsing -------------------------------------------------------------------------
     @property
     def shared_dir(self) -> str:
-        """Material machines cannot download (UD treebanks); env DOCMT_SHARED overrides."""
+        """Material machines cannot download (UD treebanks): env DOCMT_SHARED, else
+        ``shared_dir``, else the repository's third_party/ folder (its own copies)."""
         import os
 
-        return os.environ.get("DOCMT_SHARED", self.config["shared_dir"])
+        return os.environ.get("DOCMT_SHARED") or self.config["shared_dir"] or str(THIRD_PARTY)
 
     def side_lang(self, side: str) -> str:
         return self.config["src_lang" if side == "src" else "tgt_lang"]

@@ -21,8 +21,8 @@ def project_root() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """The shared folder (UD treebanks); DOCMT_SHARED overrides the default ../shared."""
-    return Path(os.environ.get("DOCMT_SHARED", ROOT.parent / "shared"))
+    """The folder with the UD treebanks: the repository's third_party/ (DOCMT_SHARED overrides)."""
+    return Path(os.environ.get("DOCMT_SHARED") or ROOT / "third_party")
 
 
 # --- The tiny end-to-end Snakemake run, shared by tests/integration/test_pipeline_e2e.py and

@@ -1,6 +1,6 @@
 """Provide one stanza POS tagger + dependency parser per language for the parse stage.
 
-``python -m pipeline_lib.parse.stanza_models --lang es --spec '<stanza config JSON>' --shared-dir ../shared
+``python -m pipeline_lib.parse.stanza_models --lang es --spec '<stanza config JSON>' --shared-dir third_party
 --resources-dir resources/stanza --out-dir results/stanza_models/es --threads 2``
 
 writes ``model.json`` (a *model descriptor*: the keyword arguments of ``stanza.Pipeline`` that load

@@ -122,9 +122,9 @@ class TrainConfig:
 def apply_freeze(model: torch.nn.Module, patterns: tuple[str, ...]) -> list[str]:
     """Freeze parameters whose name matches any fnmatch pattern (``encoder.*``); return them.
 
-    Two-step document-level training (DocT, Zhang et al. 2018) freezes the sentence-level
-    parameters theta_s and trains only the context modules; the pattern ``@sentence_level``
-    stands for the model's ``sentence_level_prefixes()`` (exactly theta_s)."""
+    Two-step document-level training freezes the sentence-level parameters theta_s and trains
+    only the context modules; the pattern ``@sentence_level`` stands for the model's
+    ``sentence_level_prefixes()`` (exactly theta_s)."""
     expanded: list[str] = []
     for pat in patterns:
         if pat == SENTENCE_LEVEL:
@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spm", required=True, help="sentencepiece model (copied into checkpoints)")
     ap.add_argument("--out-dir", required=True, help="results/train_model/{model}")
     ap.add_argument("--aux-shards", help="directory of the document-level shard-*.parquet drawn on "
-                    "a share train.aux_ratio of the updates (cross-task: restore/ or doc/)")
+                    "a share train.aux_ratio of the updates (restore/ or doc/ shards)")
     a = ap.parse_args(argv)
     cfg = json.loads(a.config_json)
     return train(cfg["model"], TrainConfig.from_dict(cfg.get("train", {})), a.shards,
