@@ -33,9 +33,11 @@ Choices
 * No 1/sqrt(d_h) scaling of the bi-affine scores (the paper's equation has none). Attention
   dropout applies to A_parse when it weights V_parse (as in the other heads), never to the
   A_parse that the loss reads.
-* Layers: ``parse_layer_enc`` / ``parse_layer_dec`` are 1-based like the paper's p_e = p_d = 4 of
-  6; for a shallower stack they are clamped to its last layer (the tiny default has 3 + 3 layers,
-  so the parse heads sit in layer 3 of each).
+* Layers: ``parse_layer_enc`` / ``parse_layer_dec`` are 1-based positions in the paper's 6-layer
+  stacks (p_e = p_d = 4 of 6). A stack of L layers puts the parse head in layer
+  max(1, round(p * L / 6)) (half rounds up), the same relative depth: layer 2 of the tiny
+  default's 3, layer 4 of base's 6. (Clamping to the last layer, as an earlier version did, put
+  the head at the very top of a shallow stack, which the paper never studies.)
 * e_parse is the mean cross-entropy over the supervised positions of the batch (a per-token
   quantity, which the trainer weights by the number of target tokens like the token CE).
 * Subword heads follow the paper's Sec. 3.2 projection (pipeline_lib/preprocess/subword_heads.py); the
@@ -60,8 +62,9 @@ No ``extra`` keys.
 
 Extras (``ModelConfig.extras``)
 -------------------------------
-``parse_layer_enc`` (int, 4): p_e, 1-based encoder layer with the parse head (clamped to the stack).
-``parse_layer_dec`` (int, 4): p_d, 1-based decoder layer with the parse head (clamped to the stack).
+``parse_layer_enc`` (int, 4): p_e, 1-based encoder layer of the paper's 6 with the parse head
+(mapped proportionally onto the stack, see Choices).
+``parse_layer_dec`` (int, 4): p_d, the same for the decoder.
 ``lambda_enc`` (float, 1.0): weight of the source parse loss e_parse_enc.
 ``lambda_dec`` (float, 1.0): weight of the target parse loss e_parse_dec.
 
@@ -94,6 +97,7 @@ from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import Transformer
 
 SELF_ATTN = "self_attn"            # the block whose attention function gets the parse head
+PAPER_LAYERS = 6                   # the paper's stacks: p_e = p_d = 4 of 6
 PARSE_PARAMS = ("parse_u1", "parse_u2")
 
 
@@ -108,12 +112,19 @@ class DBSAConfig:
 
     def __post_init__(self) -> None:
         for name in ("parse_layer_enc", "parse_layer_dec"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"dbsa: {name}={getattr(self, name)} must be >= 1 (1-based layer)")
+            if not 1 <= getattr(self, name) <= PAPER_LAYERS:
+                raise ValueError(f"dbsa: {name}={getattr(self, name)} must be a 1-based layer of "
+                                 f"the paper's {PAPER_LAYERS}-layer stack")
         for name in ("lambda_enc", "lambda_dec"):
             if getattr(self, name) < 0:
                 raise ValueError(f"dbsa: {name}={getattr(self, name)} must be >= 0")
 
+
+
+def parse_layer_index(p: int, layers: int) -> int:
+    """0-based index of the parse layer in a stack of ``layers``: the paper's 1-based layer
+    ``p`` of 6 at the same relative depth, max(1, round(p * layers / 6)) with halves rounded up."""
+    return max(1, math.floor(p * layers / PAPER_LAYERS + 0.5)) - 1
 
 
 class DependencyAttention(Attention):
@@ -211,9 +222,9 @@ class DependencyTransformer(Transformer):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.dbsa = parse_extras(DBSAConfig, cfg.extras, "dbsa")
-        # 1-based p_e / p_d, clamped to the stack depth -> 0-based indices.
-        self.parse_enc_index = min(self.dbsa.parse_layer_enc, cfg.enc_layers) - 1
-        self.parse_dec_index = min(self.dbsa.parse_layer_dec, cfg.dec_layers) - 1
+        # p_e / p_d of the paper's 6-layer stacks at the same relative depth -> 0-based indices.
+        self.parse_enc_index = parse_layer_index(self.dbsa.parse_layer_enc, cfg.enc_layers)
+        self.parse_dec_index = parse_layer_index(self.dbsa.parse_layer_dec, cfg.dec_layers)
         for stack, index, kind in ((self.encoder, self.parse_enc_index, AttnKind.SELF),
                                    (self.decoder, self.parse_dec_index, AttnKind.CAUSAL)):
             stack[index].blocks[SELF_ATTN].fn = DependencyAttention(

@@ -44,7 +44,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_START, PAD_ID, DataMode
+from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_START, NO_HEAD, PAD_ID, DataMode
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs
 from pipeline_lib.preprocess.noise import split_document
 
@@ -219,21 +219,30 @@ def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
     return out
 
 
+def _heads(heads: list[int] | None, n: int) -> list[int]:
+    """A row's subword heads, or ``n`` times NO_HEAD for a row without a parse."""
+    return list(heads) if heads is not None else [NO_HEAD] * n
+
+
 def collate(rows: list[dict], inputs: ModelInputs = ModelInputs()) -> Batch:
     """Rows -> ``Batch``: src = x + EOS, tgt_in = BOS + y, tgt_out = y + EOS (PAD_ID padded).
 
     Heads (when read) are padded with -1; ``tgt_heads`` gets a leading -1 for the BOS position so
-    it is aligned to ``tgt_in`` (values are the shard's, unchanged). Rows with a context
-    (CONTEXT mode) add ``ctx_src`` or ``extra["ctx_sents"]``."""
+    it is aligned to ``tgt_in`` (values are the shard's, unchanged). A row without a parse (null
+    heads: beyond ``parse.max_sentences_per_split``, or quarantined by the parse stage) gets -1
+    everywhere, i.e. no supervision for that row only; the other rows of the batch stay
+    supervised. Rows with a context (CONTEXT mode) add what the model's context rule builds."""
     src = _pad([list(r["src_ids"]) + [EOS_ID] for r in rows], PAD_ID)
     tgt_in = _pad([[BOS_ID] + list(r["tgt_ids"]) for r in rows], PAD_ID)
     tgt_out = _pad([list(r["tgt_ids"]) + [EOS_ID] for r in rows], PAD_ID)
     b = Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out,
               doc_id=[r.get("doc_id") for r in rows], sent_idx=[r.get("sent_idx") for r in rows])
-    if rows and "src_heads" in rows[0] and all(r["src_heads"] is not None for r in rows):
-        b.src_heads = _pad([list(r["src_heads"]) + [-1] for r in rows], -1)
-    if rows and "tgt_heads" in rows[0] and all(r["tgt_heads"] is not None for r in rows):
-        b.tgt_heads = _pad([[-1] + list(r["tgt_heads"]) for r in rows], -1)
+    if any(r.get("src_heads") is not None for r in rows):
+        b.src_heads = _pad([_heads(r["src_heads"], len(r["src_ids"])) + [NO_HEAD] for r in rows],
+                           NO_HEAD)
+    if any(r.get("tgt_heads") is not None for r in rows):
+        b.tgt_heads = _pad([[NO_HEAD] + _heads(r["tgt_heads"], len(r["tgt_ids"])) for r in rows],
+                           NO_HEAD)
     if rows and CTX_KEY in rows[0]:
         b.ctx_src, extra = inputs.context_tensors(rows)
         b.extra.update(extra)

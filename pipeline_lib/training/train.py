@@ -50,7 +50,7 @@ from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import CKPT_FINAL, MANIFEST_FILE
+from pipeline_lib.constants import CKPT_FINAL, MANIFEST_FILE, PAD_ID
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib.training import checkpoint as ckpt
@@ -62,6 +62,7 @@ from pipeline_lib.training.metrics import MetricsLog, Window
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
+SUPERVISION = ("src_heads", "src_tokens", "tgt_heads", "tgt_tokens")
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 CHECKPOINT_DIR = "checkpoints"
 
@@ -202,18 +203,33 @@ class TrainerState:
     bad_evals: int = 0
     tokens: int = 0
     aux_position: DataPosition = field(default_factory=DataPosition)
+    #: parse supervision seen (models with ``inputs.heads``): tokens with a gold head / tokens
+    supervision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUPERVISION, 0))
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "position": self.position.to_dict(),
                 "aux_position": self.aux_position.to_dict(), "best_dev": self.best_dev,
-                "bad_evals": self.bad_evals, "tokens": self.tokens}
+                "bad_evals": self.bad_evals, "tokens": self.tokens,
+                "supervision": dict(self.supervision)}
 
     @classmethod
     def from_dict(cls, ts: dict[str, Any]) -> "TrainerState":
         return cls(step=ts["step"], position=DataPosition.from_dict(ts["position"]),
                    best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"],
                    aux_position=DataPosition.from_dict(ts.get("aux_position",
-                                                              {"epoch": 0, "batches": 0})))
+                                                              {"epoch": 0, "batches": 0})),
+                   supervision={**dict.fromkeys(SUPERVISION, 0), **ts.get("supervision", {})})
+
+
+def supervision_counts(batch: Batch) -> torch.Tensor:
+    """(4,) tensor in :data:`SUPERVISION` order: source tokens with a gold head, source tokens,
+    target tokens with a gold head, target tokens (EOS/BOS excluded: they never have one)."""
+    src_tok = batch.src.ne(PAD_ID).sum() - batch.src.size(0)
+    tgt_tok = batch.tgt_out.ne(PAD_ID).sum() - batch.tgt_out.size(0)
+    zero = torch.zeros((), dtype=torch.long, device=batch.src.device)
+    src_sup = batch.src_heads.ge(0).sum() if batch.src_heads is not None else zero
+    tgt_sup = batch.tgt_heads.ge(0).sum() if batch.tgt_heads is not None else zero
+    return torch.stack([src_sup, src_tok, tgt_sup, tgt_tok])
 
 
 def _model_config(d: dict[str, Any], spm_path: str | Path):
@@ -372,6 +388,8 @@ class Trainer:
                 window.add(k, v)
             tokens = tokens + n
             window.add("loss", loss)
+            if self.inputs.heads:
+                self.pending_supervision = self.pending_supervision + supervision_counts(batch)
         global_tokens = all_reduce(tokens.float(), info)
         scale = info.world_size / global_tokens.clamp(min=1.0)
         for p in self.trainable:
@@ -408,8 +426,13 @@ class Trainer:
         contributes its RNG state."""
         import torch.distributed as dist
 
-        self.state.tokens += int(self.pending_tokens)   # settle the count before it is saved
+        self.state.tokens += int(self.pending_tokens)   # settle the counts before they are saved
         self.pending_tokens = torch.zeros((), device=self.device)
+        seen = all_reduce(self.pending_supervision, self.info).tolist()
+        for key, n in zip(SUPERVISION, seen):
+            self.state.supervision[key] += int(n)
+        self.pending_supervision = torch.zeros(len(SUPERVISION), dtype=torch.long,
+                                               device=self.device)
         rngs = [ckpt.rng_state()]
         if self.info.world_size > 1:
             rngs = [None] * self.info.world_size
@@ -456,6 +479,8 @@ class Trainer:
         self.log = MetricsLog(self.out_dir, self.state.step, self.info.is_main)
         self._streams()
         self.pending_tokens = torch.zeros((), device=self.device)
+        self.pending_supervision = torch.zeros(len(SUPERVISION), dtype=torch.long,
+                                               device=self.device)
         self.model.train()
         self.bar = tqdm(total=tcfg.max_steps, initial=self.state.step, disable=not self.info.is_main,
                         mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train",
@@ -522,6 +547,11 @@ class Trainer:
                                "dev_bleu_skipped": self.inputs.dev_bleu_skip,
                                "aux_position": self.state.aux_position.to_dict(),
                                "world_size": self.info.world_size, "device": str(self.device)}
+        if self.inputs.heads:   # the share of training tokens that carried parse supervision
+            sup = self.state.supervision
+            self.manifest.counts["supervision"] = {
+                **sup, "src_share": sup["src_heads"] / max(sup["src_tokens"], 1),
+                "tgt_share": sup["tgt_heads"] / max(sup["tgt_tokens"], 1)}
         self.manifest.write(self.out_dir / MANIFEST_FILE)
 
 

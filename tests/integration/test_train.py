@@ -267,3 +267,41 @@ def test_every_registered_model_trains(doc_corpus, tmp_path, name):
     if name == "crosstask":
         ts = ckpt.load_trainer_state(last)
         assert ts["aux_position"]["batches"] == 2 and ts["position"]["batches"] == 2
+
+
+def test_dbsa_manifest_records_the_supervised_share(tmp_path):
+    """DBSA on shards where every third row has a parse: every row trains, the parsed ones with
+    their heads, and the manifest says which share of the tokens carried supervision."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    torch.set_num_threads(1)
+    _, spm_model = write_corpus(tmp_path / "spm", n_rows=60, n_shards=1)
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    rng = __import__("random").Random(5)
+    words = "casa perro gato libro agua tierra cielo mar sol luna".split()
+    rows, want = [], [0, 0]
+    for i in range(120):
+        ids = sp.encode(" ".join(rng.choice(words) for _ in range(rng.randint(2, 8))))
+        parsed = i % 3 == 0
+        heads = [min(j + 1, len(ids) - 1) for j in range(len(ids))] if parsed else None
+        rows.append({"doc_id": f"d{i // 6}", "sent_idx": i % 6, "src_ids": ids, "tgt_ids": ids,
+                     "src_heads": heads, "tgt_heads": heads})
+        want[0] += len(ids) * parsed
+        want[1] += len(ids)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), shards / "shard-00000.parquet", row_group_size=40)
+    tcfg = TrainConfig(max_steps=6, warmup=2, validate_every=6, save_every=6, log_every=2,
+                       max_tokens=300, device="cpu", dev_bleu=False)
+    model = {**DOC_TINY, "name": "dbsa", "extras": {}}
+    assert train(model, tcfg, shards, shards, spm_model, tmp_path / "run") == 0
+    counts = json.loads((tmp_path / "run" / "manifest.json").read_text())["counts"]
+    sup = counts["supervision"]
+    assert sup["src_heads"] == sup["tgt_heads"] > 0 and sup["src_tokens"] == sup["tgt_tokens"]
+    # 6 steps of ~300 padded tokens see part of the 120 rows; the share matches the data's
+    assert abs(sup["src_share"] - want[0] / want[1]) < 0.15
+    recs = [r for r in _metrics(tmp_path / "run") if r["split"] == "train"]
+    assert all("parse_loss_enc" in r and "parse_loss_dec" in r for r in recs)

@@ -354,3 +354,33 @@ def test_document_mode_subdocuments_and_restoration(doc_corpus):
     sent = _epoch(doc_dir, LoaderConfig(max_tokens=200, inputs=spec.sentence_batches()))
     assert all((b.src[:, 0] == tgt_tag).all() and "doc_src" not in b.extra for b in sent)
     assert sum(len(b.doc_id) for b in sent) == len(rows)
+
+
+def test_rows_without_a_parse_are_unsupervised_but_their_batch_keeps_the_others(tmp_path):
+    """Issue: the parse stage parses a prefix of the rows; a batch mixing parsed and unparsed rows
+    used to drop every head. Now only the unparsed rows carry -1."""
+    from pipeline_lib.models.inputs import ModelInputs
+
+    rows, rng = [], random.Random(3)
+    for i in range(300):
+        n, m = rng.randint(2, 9), rng.randint(2, 9)
+        parsed = i % 3 == 0
+        rows.append({"doc_id": f"d{i // 10}", "sent_idx": i % 10,
+                     "src_ids": [rng.randint(5, 60) for _ in range(n)],
+                     "tgt_ids": [rng.randint(5, 60) for _ in range(m)],
+                     "src_heads": list(range(n)) if parsed else None,
+                     "tgt_heads": list(range(m)) if parsed else None})
+    path = tmp_path / "shard-00000.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=100)
+    batches = _epoch(tmp_path, LoaderConfig(max_tokens=150, inputs=ModelInputs(heads=True)))
+    assert batches and all(b.src_heads is not None and b.tgt_heads is not None for b in batches)
+    by_key = {(r["doc_id"], r["sent_idx"]): r for r in rows}
+    for b in batches:
+        for k, key in enumerate(_keys(b)):
+            row, n, m = by_key[key], len(by_key[key]["src_ids"]), len(by_key[key]["tgt_ids"])
+            src, tgt = b.src_heads[k].tolist(), b.tgt_heads[k].tolist()
+            if row["src_heads"] is None:
+                assert set(src) == {-1} and set(tgt) == {-1}
+            else:
+                assert src[:n] == row["src_heads"] and tgt[1:m + 1] == row["tgt_heads"]
+            assert src[n] == -1 and tgt[0] == -1        # EOS and BOS carry no head

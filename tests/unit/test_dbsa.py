@@ -13,7 +13,7 @@ from pipeline_lib.training.data import collate
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.dbsa import (NO_HEAD, DependencyAttention, DependencyTransformer,
-                                      parse_loss, target_gold)
+                                      parse_layer_index, parse_loss, target_gold)
 from pipeline_lib.models.layers import Attention
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
@@ -45,20 +45,23 @@ def model_for(seed: int = 0, **extras) -> DependencyTransformer:
     return build_model(tiny(**extras)).eval()
 
 
-def test_registry_structure_and_layer_clamping():
+def test_registry_structure_and_proportional_layer():
     assert MODELS["dbsa"] is DependencyTransformer
     model = model_for()
-    # Paper default p_e = p_d = 4 is clamped to the last of 2 layers.
-    assert (model.parse_enc_index, model.parse_dec_index) == (1, 1)
+    # The paper's p_e = p_d = 4 of 6 sits at the same relative depth: layer 1 of 2.
+    assert (model.parse_enc_index, model.parse_dec_index) == (0, 0)
     kinds = [type(l.blocks["self_attn"].fn) for l in [*model.encoder, *model.decoder]]
-    assert kinds == [Attention, DependencyAttention, Attention, DependencyAttention]
-    first = model_for(parse_layer_enc=1, parse_layer_dec=2)
-    assert (first.parse_enc_index, first.parse_dec_index) == (0, 1)
-    assert isinstance(first.encoder[0].blocks["self_attn"].fn, DependencyAttention)
+    assert kinds == [DependencyAttention, Attention, DependencyAttention, Attention]
+    last = model_for(parse_layer_enc=6, parse_layer_dec=5)
+    assert (last.parse_enc_index, last.parse_dec_index) == (1, 1)
+    assert isinstance(last.encoder[1].blocks["self_attn"].fn, DependencyAttention)
+    # round(4 L / 6): layer 2 of the tiny 3-layer stacks, 4 of base's 6, 1 of a single layer
+    assert [parse_layer_index(4, n) for n in (1, 2, 3, 6, 12)] == [0, 0, 1, 3, 7]
     with pytest.raises(ValueError, match="unknown extras"):
         model_for(parse_layer=2)
-    with pytest.raises(ValueError, match="parse_layer_enc"):
-        model_for(parse_layer_enc=0)
+    for bad in (0, 7):
+        with pytest.raises(ValueError, match="parse_layer_enc"):
+            model_for(parse_layer_enc=bad)
 
 
 def test_shapes_aux_loss_and_metrics():
@@ -225,10 +228,10 @@ def test_baseline_state_dict_leaves_only_new_parameters_missing():
     res = model.load_state_dict(base.state_dict(), strict=False)
     assert res.unexpected_keys == []
     assert sorted(res.missing_keys) == sorted(model.new_parameter_names())
-    assert sorted(res.missing_keys) == ["decoder.1.blocks.self_attn.fn.parse_u1",
-                                        "decoder.1.blocks.self_attn.fn.parse_u2",
-                                        "encoder.1.blocks.self_attn.fn.parse_u1",
-                                        "encoder.1.blocks.self_attn.fn.parse_u2"]
+    assert sorted(res.missing_keys) == ["decoder.0.blocks.self_attn.fn.parse_u1",
+                                        "decoder.0.blocks.self_attn.fn.parse_u2",
+                                        "encoder.0.blocks.self_attn.fn.parse_u1",
+                                        "encoder.0.blocks.self_attn.fn.parse_u2"]
     overhead = model.num_parameters() - base.num_parameters()
     hs = 32 // 2
     assert overhead == 2 * (hs * hs + hs)
