@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,7 @@ class Plan:
         self.results = config["results_dir"]
         self.resources = config["resources_dir"]
         self.jobs = self._train_jobs()
+        self.controls = self._controls() if config["score"]["matched_controls"] else {}
 
     # --- paths ---------------------------------------------------------------------------
     def out(self, *parts: str) -> str:
@@ -190,6 +192,60 @@ class Plan:
             aux=aux,
         )
 
+    # --- matched controls ----------------------------------------------------------------
+    def _controls(self) -> dict[str, str]:
+        """Evaluated model -> the job that had the same number of updates on the same sentence
+        pairs without the model's method, added to ``self.jobs`` (Δ and † in the report are
+        computed against it as well as against the baseline):
+
+        * a model that starts from a sentence-level Transformer job (two-step recipes, a DBSA
+          fine-tune): that job continued for the same updates, on the same data, with the same
+          schedule, every parameter trained;
+        * a model trained from scratch or from a non-Transformer job (cross-task pre-training):
+          a Transformer of its size trained from scratch for as many translation updates as
+          its chain made (restoration updates do not translate), on its corpus's sentence pairs.
+
+        A control identical to a job that exists already (e.g. the baseline) is that job."""
+        controls: dict[str, str] = {}
+        for model in self.config["models"]:
+            spec = self._control_spec(self.jobs[model])
+            if spec is None:
+                continue
+            same = [j for j in self.jobs.values() if _same_training(j, spec)]
+            if same:
+                controls[model] = same[0].name
+                continue
+            name = spec.name
+            if name in self.jobs:
+                name = f"{name}_{zlib.crc32(spec.config_json().encode()) % 10_000:04d}"
+            self.jobs[name] = TrainJob(**{**spec.__dict__, "name": name})
+            controls[model] = name
+        return controls
+
+    def _control_spec(self, job: TrainJob) -> TrainJob | None:
+        base = self.jobs.get(job.init_from) if job.init_from else None
+        if job.model["name"] == "transformer" and not job.aux:
+            return None    # a sentence-level Transformer is a control itself
+        train = {k: v for k, v in job.train.items() if k != "aux_ratio"}
+        if base is not None and base.model["name"] == "transformer":
+            steps = job.train["max_steps"]
+            return TrainJob(name=f"{base.name}_plus{steps}" + ("" if job.data == "sent"
+                                                                else f"_{job.data}"),
+                            model=dict(base.model), train={**train, "freeze": []},
+                            data=job.data, corpus=job.corpus, dev_corpus=job.dev_corpus,
+                            init_from=base.name, aux=None)
+        updates, j = 0, job
+        while j is not None:
+            share = 1.0 - j.train.get("aux_ratio", 0.0) if j.aux == "restore" else 1.0
+            updates += round(j.train["max_steps"] * share)
+            root, j = j, self.jobs.get(j.init_from) if j.init_from else None
+        model = {**job.model, "name": "transformer", "extras": {}}
+        return TrainJob(name=f"transformer_scratch{updates}", model=model,
+                        train={**{k: v for k, v in root.train.items() if k != "aux_ratio"},
+                               "max_steps": updates, "init_from": None, "freeze": []},
+                        data="sent", corpus=job.corpus, dev_corpus=job.dev_corpus,
+                        init_from=None, aux=None)
+
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
         return self.out("train_model", job, "checkpoints", which)
 
@@ -216,7 +272,18 @@ class Plan:
         for m in self.config["models"]:
             if self.config["model_settings"][m]["sentence_decode"]:
                 out[f"{m}{SENT_SUFFIX}"] = (m, "sentence")
+        for c in dict.fromkeys(self.controls.values()):
+            out.setdefault(c, (c, "document"))
         return out
+
+    def control_of(self, system: str) -> str | None:
+        """The matched control of an evaluated system (``<m>_sent`` shares ``m``'s)."""
+        return self.controls.get(self.systems[system][0])
+
+    def control_args(self) -> str:
+        """``--control SYSTEM CONTROL`` flags for the significance tests against controls."""
+        return " ".join(f"--control {s} {c}" for s in self.systems
+                        if (c := self.control_of(s)) and c != s)
 
     @property
     def baseline(self) -> str:
@@ -257,7 +324,8 @@ class Plan:
         if self.parses:
             t += [self.out("parse_corpus", c, "manifest.json") for c in self.corpora]
         t += [self.out("verify_shards", c, "manifest.json") for c in self.corpora]
-        t += [self.out("train_model", m, "manifest.json") for m in self.config["models"]]
+        t += [self.out("train_model", m, "manifest.json")
+              for m in [*self.config["models"], *self.controls.values()]]
         t += [self.out("decode_test", m, c, f"{s}.manifest.json")
               for m, c, s, _ in self.hypotheses()]
         t += [self.out("score_test", "scores.json"),
@@ -271,3 +339,9 @@ class Plan:
             t.append(self.out("check_ldc", "manifest.json"))
         t.append(self.out("report", "index.html"))
         return t
+
+
+def _same_training(a: TrainJob, b: TrainJob) -> bool:
+    """Whether two jobs train the same model the same way on the same data (names aside)."""
+    return (a.model, a.train, a.data, a.corpus, a.dev_corpus, a.init_from, a.aux) == \
+        (b.model, b.train, b.data, b.corpus, b.dev_corpus, b.init_from, b.aux)

@@ -102,10 +102,16 @@ def results_table(scores: dict) -> Table:
     base = scores["baseline"]
     sets = scores["test_sets"]
     metrics = [("bleu", "BLEU"), ("dbleu", "d-BLEU"), ("chrf", "chrF"), ("ter", "TER")]
-    header = ["Model"] + [f"{ts} {label}" for ts in sets for _, label in metrics]
+    controls = scores.get("controls", {})
+    header = ["Model", "Matched control"] + [f"{ts} {label}" for ts in sets for _, label in metrics]
+    if controls:
+        header += [f"{ts} {label} vs control" for ts in sets for label in ("BLEU", "d-BLEU")]
     t = Table("Results", header)
+    control_rows = set(controls.values())
     for model in scores["models"]:
-        row = [model if model != base else f"{model} (baseline)"]
+        name = (f"{model} (baseline)" if model == base else
+                f"{model} (control)" if model in control_rows else model)
+        row = [name, controls.get(model, "")]
         for ts in sets:
             r = scores["results"][ts]["models"].get(model, {})
             b = scores["results"][ts]["models"].get(base, {})
@@ -119,12 +125,24 @@ def results_table(scores: dict) -> Table:
                     if r.get(f"{key}_significant"):
                         cell += SIG_MARK
                 row.append(cell)
+        if controls:
+            for ts in sets:
+                c = scores["results"][ts]["models"].get(model, {}).get("control")
+                for key in ("bleu", "dbleu"):
+                    row.append("" if c is None else
+                               f"{c[f'{key}_delta']:+.2f}{SIG_MARK if c[f'{key}_significant'] else ''}")
         t.rows.append(row)
     level = scores["config"]["significance_level"]
     t.notes.append(f"Δ in parentheses: difference to the baseline {base}; {SIG_MARK}: "
                    f"p < {level} in sacreBLEU's paired bootstrap resampling "
                    f"({scores['config']['bootstrap_samples']} samples) against the baseline. "
                    "TER: lower is better. d-BLEU: BLEU over documents (sentences joined).")
+    if controls:
+        t.notes.append("Matched control: the job with the same number of (translation) updates "
+                       "on the same sentence pairs without the model's method (pipeline_lib/"
+                       "plan.py); 'vs control' columns give the difference to it, "
+                       f"{SIG_MARK} where the paired bootstrap against the control has p < "
+                       f"{level}. A gain counts only where it holds against the control.")
     for ts in sets:
         n = scores["results"][ts]
         t.notes.append(f"{ts}: {n['sentences']:,} sentences, {n['documents']:,} documents, "

@@ -131,8 +131,10 @@ def metrics(cfg: ScoreConfig) -> dict[str, object]:
             "ter": TER(case_sensitive=not cfg.lowercase)}
 
 
-def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig) -> dict:
-    """Scores and significance of every model on one test set (first model = baseline)."""
+def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
+                   controls: dict[str, str] | None = None) -> dict:
+    """Scores and significance of every model on one test set (first model = baseline), and of
+    every model against its matched control (``controls``: model -> control system)."""
     sent_refs = reference_streams(ts.refs)
     doc_keys_refs = doc_references(ts.keys, ts.refs)
     out: dict = {"sentences": len(ts.keys), "documents": len({d for d, _ in ts.keys}),
@@ -150,6 +152,29 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig) -> dict:
         out["models"][model] = row
     if len(models) > 1:
         _significance(ts, models, cfg, sent_refs, doc_keys_refs, out)
+    for model, control in (controls or {}).items():
+        out["models"][model]["control"] = _against(ts, model, control, cfg, sent_refs,
+                                                   doc_keys_refs)
+    return out
+
+
+def _against(ts: TestSet, model: str, control: str, cfg: ScoreConfig, sent_refs,
+             doc_refs) -> dict:
+    """BLEU and d-BLEU of ``model`` minus its matched control's, with the paired bootstrap
+    p-value of ``model`` against the control (sacreBLEU's test, the control as its baseline)."""
+    out: dict = {"system": control}
+    runs = [("bleu", [(control, ts.hyps[control]), (model, ts.hyps[model])], sent_refs),
+            ("dbleu", [(control, documents(ts.keys, ts.hyps[control])),
+                       (model, documents(ts.keys, ts.hyps[model]))], doc_refs)]
+    for key, systems, refs in runs:
+        test = PairedTest(systems, {key: BLEU(lowercase=cfg.lowercase)}, refs, test_type="bs",
+                          n_samples=cfg.bootstrap_samples)
+        _, results = test()
+        base_res, res = results["BLEU"]
+        out[f"{key}_delta"] = round(float(res.score) - float(base_res.score), 2)
+        same = systems[0][1] == systems[1][1]
+        out[f"{key}_p"] = 1.0 if same else round(float(res.p_value), 4)
+        out[f"{key}_significant"] = out[f"{key}_p"] < cfg.significance_level
     return out
 
 
@@ -183,8 +208,11 @@ def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, d
 
 
 def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], baseline: str,
-              cfg: ScoreConfig, manifest: Manifest) -> dict:
-    """Score all (model, corpus, split) hypotheses; returns the scores document."""
+              cfg: ScoreConfig, manifest: Manifest,
+              controls: dict[str, str] | None = None) -> dict:
+    """Score all (model, corpus, split) hypotheses; returns the scores document. ``controls``
+    (model -> its matched control) adds a test of each model against its control."""
+    controls = dict(controls or {})
     # the baseline first, then the models in the order given (the config's order)
     models = list(dict.fromkeys([baseline] + [m for m, *_ in hyps]))
     if baseline not in {m for m, *_ in hyps}:
@@ -200,6 +228,9 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
             manifest.add_input(refs[corpus])
         sets[name].hyps[model] = read_hypotheses(path, sets[name].keys, manifest)
         manifest.add_input(path)
+    unknown = sorted({m for pair in controls.items() for m in pair} - set(models))
+    if unknown:
+        raise ValueError(f"--control names systems without hypotheses: {unknown}")
     for name, ts in sets.items():
         absent = [m for m in models if m not in ts.hyps]
         if absent:
@@ -214,12 +245,11 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     results = {}
     for name in names:
         log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
-        results[name] = score_test_set(sets[name], models, cfg)
+        results[name] = score_test_set(sets[name], models, cfg, controls)
     manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
                        for name, r in results.items()}
     return {"baseline": baseline, "models": models, "test_sets": names,
-            "config": asdict(cfg),
-            "results": results}
+            "controls": controls, "config": asdict(cfg), "results": results}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                     metavar=("MODEL", "CORPUS", "SPLIT", "PARQUET"),
                     help="hypotheses of MODEL on CORPUS/SPLIT (repeatable)")
     ap.add_argument("--baseline", required=True, help="model every other model is tested against")
+    ap.add_argument("--control", nargs=2, action="append", default=[], metavar=("MODEL", "CONTROL"),
+                    help="also test MODEL against its matched CONTROL (repeatable)")
     ap.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
@@ -241,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scores = score_all({c: Path(p) for c, p in args.refs},
                            [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
-                           manifest)
+                           manifest, dict(args.control))
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1

@@ -17,11 +17,38 @@ pytestmark = pytest.mark.slow
 BASELINE_BEST = "results/train_model/transformer/checkpoints/best"
 JOBS = ["transformer", "dbsa", "doct", "cache", "camn", "crosstask_pretrain", "crosstask"]
 # every registered model, plus cross-task decoded sentence by sentence
-SYSTEMS = [*MODELS, "crosstask_sent"]
+MODEL_SYSTEMS = [*MODELS, "crosstask_sent"]
 
 
 def _manifest(run: Path, *parts: str) -> dict:
     return json.loads((run / "results" / Path(*parts)).read_text())
+
+
+def _plan(run: Path):
+    from conftest import ROOT
+
+    from pipeline_lib.plan import Plan, load_config
+
+    return Plan(load_config(ROOT / "config" / "config.yaml", run / "config.yaml"))
+
+
+def test_every_model_has_a_matched_control_that_was_trained_decoded_and_scored(tiny_pipeline):
+    plan = _plan(tiny_pipeline)
+    assert set(plan.controls) == set(MODELS) - {"transformer"}
+    scores = _manifest(tiny_pipeline, "score_test", "scores.json")
+    assert scores["controls"] == {s: c for s in plan.systems if (c := plan.control_of(s))}
+    for model, control in plan.controls.items():
+        assert (tiny_pipeline / plan.out("train_model", control, "manifest.json")).is_file()
+        row = scores["results"]["bible/test"]["models"][model]
+        assert row["control"]["system"] == control and "bleu_p" in row["control"]
+    doct, base = plan.jobs[plan.controls["doct"]], plan.jobs["transformer"]
+    assert doct.init_from == "transformer" and doct.data == "doc" and doct.train["freeze"] == []
+    assert doct.train["max_steps"] == plan.jobs["doct"].train["max_steps"]
+    man = _manifest(tiny_pipeline, "train_model", doct.name, "manifest.json")
+    assert man["counts"]["steps"] == plan.jobs["doct"].train["max_steps"]
+    assert man["counts"]["frozen_parameters"] == 0 and base.model == doct.model
+    md = (tiny_pipeline / "results" / "report" / "report.md").read_text()
+    assert "BLEU vs control" in md and "Matched control" in md
 
 
 def test_report_has_a_row_for_every_registered_model(tiny_pipeline):
@@ -29,12 +56,14 @@ def test_report_has_a_row_for_every_registered_model(tiny_pipeline):
     assert (report / "index.html").stat().st_size > 0
     lines = (report / "report.md").read_text().splitlines()
     rows = [line for line in lines if line.startswith("| ")]
-    for system in SYSTEMS:
+    systems = list(_plan(tiny_pipeline).systems)
+    assert set(MODEL_SYSTEMS) <= set(systems)
+    for system in systems:
         assert any(row.split("|")[1].strip().split(" ")[0] == system for row in rows), system
     html = (report / "index.html").read_text()
-    assert all(system in html for system in SYSTEMS)
+    assert all(system in html for system in systems)
     scores = _manifest(tiny_pipeline, "score_test", "scores.json")
-    assert scores["models"][0] == "transformer" and sorted(scores["models"]) == sorted(SYSTEMS)
+    assert scores["models"][0] == "transformer" and sorted(scores["models"]) == sorted(systems)
 
 
 def test_two_step_recipes(tiny_pipeline):
@@ -104,5 +133,5 @@ def test_every_training_and_decoding_job_is_benchmarked(tiny_pipeline):
         with open(bench / "train_model" / f"{job}.tsv") as f:
             row = next(csv.DictReader(f, delimiter="\t"))
         assert float(row["s"]) > 0
-    for system in SYSTEMS:
+    for system in _plan(tiny_pipeline).systems:
         assert (bench / "decode_test" / system / "extra" / "test.tsv").is_file()

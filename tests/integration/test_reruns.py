@@ -44,6 +44,17 @@ def _config(work: Path) -> dict:
     return yaml.safe_load((work / "config.yaml").read_text())
 
 
+def _plan(cfg: dict):
+    """The plan of the default config with the test's config over it."""
+    from pipeline_lib.plan import Plan, load_config
+
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    from snakemake.utils import update_config
+
+    update_config(base, cfg)
+    return Plan(load_config(overrides=base))
+
+
 DOWNSTREAM_OF_BPE = {"train_bpe", "encode_bpe", "noise_docs", "make_shards", "train_model",
                      "decode_test", "score_test", "discourse_consistency", "report", "all"}
 
@@ -86,15 +97,19 @@ def test_changed_training_setting_reruns_training_and_after_only(tiny_pipeline):
     assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
                               "discourse_consistency", "report", "all"}
     trained = {wc for r, wc in jobs if r == "train_model"}
+    controls = set(_plan(cfg).controls.values())
     assert trained == {f"model={m}" for m in ("transformer", "dbsa", "doct", "cache", "camn",
-                                               "crosstask_pretrain", "crosstask")}
+                                               "crosstask_pretrain", "crosstask", *controls)}
 
 
 def test_one_models_setting_reruns_only_that_model(tiny_pipeline):
     cfg = _config(tiny_pipeline)
     cfg["model_settings"]["doct"]["train"]["lr"] = 5.0e-4
     jobs = planned(tiny_pipeline, cfg)
-    assert {wc for r, wc in jobs if r == "train_model"} == {"model=doct"}
-    assert {wc.split(",")[0] for r, wc in jobs if r == "decode_test"} == {"model=doct"}
+    # doct and its matched control (the baseline continued with doct's schedule) only
+    control = _plan(cfg).controls["doct"]
+    assert {wc for r, wc in jobs if r == "train_model"} == {"model=doct", f"model={control}"}
+    assert {wc.split(",")[0] for r, wc in jobs if r == "decode_test"} == {"model=doct",
+                                                                          f"model={control}"}
     assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
                               "discourse_consistency", "report", "all"}

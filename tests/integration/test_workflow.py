@@ -32,9 +32,11 @@ def test_dry_run_plans_every_stage_of_the_default_pipeline(tmp_path):
               "encode_bpe", "noise_docs", "make_shards", "verify_shards", "discourse_consistency",
               "score_test", "report", "all")
     assert all(s in jobs for s in stages), planned
-    # two stanza languages; the 7 training jobs are the 6 registered models and the cross-task
-    # pre-training; 7 decoded systems are the 6 models and cross-task sentence by sentence
-    assert (jobs["stanza_models"], jobs["train_model"], jobs["decode_test"]) == ("2", "7", "7")
+    # two stanza languages; 10 training jobs: the 6 registered models, the cross-task
+    # pre-training and 3 matched controls (the baseline continued on sentences, on documents,
+    # and a Transformer trained from scratch for cross-task's translation updates); 10 decoded
+    # systems: the 6 models, cross-task sentence by sentence and the 3 controls
+    assert (jobs["stanza_models"], jobs["train_model"], jobs["decode_test"]) == ("2", "10", "10")
 
 
 def test_missing_ldc_corpora_are_listed_before_anything_runs(tmp_path):

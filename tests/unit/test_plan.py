@@ -22,8 +22,8 @@ def default() -> Plan:
 
 
 def test_default_jobs_follow_the_init_chains(default):
-    assert list(default.jobs) == ["transformer", "dbsa", "doct", "cache", "camn", "crosstask",
-                                  "crosstask_pretrain"]
+    assert list(default.jobs)[:7] == ["transformer", "dbsa", "doct", "cache", "camn", "crosstask",
+                                      "crosstask_pretrain"]      # then the matched controls
     doct = default.jobs["doct"]
     assert doct.init_from == "transformer" and doct.data == "doc" and doct.aux is None
     assert doct.train["init_from"] == "results/train_model/transformer/checkpoints/best"
@@ -65,7 +65,7 @@ def test_default_systems_tests_and_targets(default):
 def test_job_without_settings_gets_the_schema_defaults():
     plan = Plan(load_config(overrides={"models": ["transformer", "camn"],
                                        "model_settings": {"camn": {"init_from": "base"}}}))
-    assert list(plan.jobs) == ["transformer", "camn", "base"]
+    assert list(plan.jobs)[:3] == ["transformer", "camn", "base"]
     base = plan.jobs["base"]
     assert base.model["name"] == "base" and base.data == "sent" and base.aux is None
     assert base.train["freeze"] == [] and base.model["extras"] == {}
@@ -110,3 +110,37 @@ def test_zhang2018_trains_the_baseline_on_sentences_and_doct_on_documents():
     assert plan.jobs["doct"].init_from == "transformer"
     assert plan.jobs["doct"].corpus != "ldc_sent"
     assert len(plan.test_corpora) == 5
+
+
+def test_matched_controls_have_the_same_updates_on_the_same_pairs(default):
+    c = default.controls
+    assert set(c) == {"dbsa", "doct", "cache", "camn", "crosstask"}   # not the baseline itself
+    # two-step models and the DBSA fine-tune: the baseline continued, all parameters trained
+    doct, ctrl = default.jobs["doct"], default.jobs[c["doct"]]
+    assert ctrl.init_from == "transformer" and ctrl.model == default.jobs["transformer"].model
+    assert ctrl.data == doct.data == "doc" and ctrl.corpus == doct.corpus and ctrl.aux is None
+    assert {k: v for k, v in ctrl.train.items() if k != "freeze"} == \
+        {k: v for k, v in doct.train.items() if k != "freeze"}
+    assert ctrl.train["freeze"] == [] and doct.train["freeze"] == ["@sentence_level"]
+    assert c["doct"] == c["cache"] == c["camn"] != c["dbsa"]     # one job serves equal recipes
+    assert default.jobs[c["dbsa"]].data == "sent"
+    # cross-task from scratch: its chain's translation updates (restoration ones do not count)
+    pre, fine = default.jobs["crosstask_pretrain"], default.jobs["crosstask"]
+    scratch = default.jobs[c["crosstask"]]
+    want = round(pre.train["max_steps"] * (1 - pre.train["aux_ratio"])) + fine.train["max_steps"]
+    assert scratch.train["max_steps"] == want and scratch.init_from is None
+    assert scratch.model["name"] == "transformer" and scratch.data == "sent"
+    # controls are trained, decoded and scored, and tested against their models
+    assert set(c.values()) <= set(default.jobs) and set(c.values()) <= set(default.systems)
+    assert f"--control crosstask_sent {c['crosstask']}" in default.control_args()
+    assert default.control_of("crosstask_sent") == c["crosstask"]
+
+
+def test_a_control_equal_to_an_existing_job_is_that_job():
+    """DBSA trained from scratch with the baseline's steps (the paper's recipe): its control is
+    the baseline itself, not a second identical run."""
+    plan = Plan(load_config(overrides={"model_settings": {"dbsa": {
+        "init_from": None, "train": {"max_steps": 500, "warmup": 200}}}}))
+    assert plan.controls["dbsa"] == "transformer"
+    off = Plan(load_config(overrides={"score": {"matched_controls": False}}))
+    assert off.controls == {} and "transformer_plus150" not in off.jobs

@@ -124,6 +124,28 @@ def test_bootstrap_separates_a_better_system_but_not_a_copy(tmp_path):
     assert "bleu_p" not in res["poor"]
 
 
+def test_each_model_is_also_tested_against_its_matched_control(tmp_path):
+    """A model's Δ and p-value against its control: "good" gains significantly on its control
+    "poor"; "copy" (identical output) gains nothing, p = 1, as against the baseline."""
+    make_corpus(tmp_path)
+    hyps = [(m, "c", "test", tmp_path / f"{f}.parquet")
+            for m, f in (("base", "good"), ("good", "good"), ("poor", "poor"), ("copy", "poor"))]
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "base", score.ScoreConfig(),
+                          Manifest("t"), controls={"good": "poor", "copy": "poor"})
+    res = out["results"]["c/test"]["models"]
+    assert out["controls"] == {"good": "poor", "copy": "poor"}
+    good = res["good"]["control"]
+    assert good["system"] == "poor" and good["bleu_delta"] == pytest.approx(
+        res["good"]["bleu"] - res["poor"]["bleu"], abs=0.02)
+    assert good["bleu_significant"] and good["dbleu_significant"] and good["dbleu_delta"] > 0
+    assert res["copy"]["control"]["bleu_p"] == 1.0 and res["copy"]["control"]["bleu_delta"] == 0
+    assert not res["good"]["bleu_significant"]   # against the baseline: the same output
+    assert "control" not in res["base"] and "control" not in res["poor"]
+    with pytest.raises(ValueError, match="without hypotheses"):
+        score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "base", score.ScoreConfig(),
+                        Manifest("t"), controls={"good": "missing"})
+
+
 def test_all_concatenates_test_sets_and_missing_hypotheses_count(tmp_path):
     rows, poor, _ = make_corpus(tmp_path, n_docs=4)
     other = tmp_path / "other"

@@ -19,6 +19,7 @@ rule score_test:
     params:
         args=plan.test_set_args(),
         baseline=plan.baseline,
+        controls=plan.control_args(),
         lowercase="--lowercase" if config["score"]["lowercase"] else "",
         samples=config["score"]["bootstrap_samples"],
         level=config["score"]["significance_level"],
@@ -27,7 +28,7 @@ rule score_test:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --baseline {params.baseline:q}"
-        " {params.lowercase} --bootstrap-samples {params.samples}"
+        " {params.controls} {params.lowercase} --bootstrap-samples {params.samples}"
         " --significance-level {params.level} --output {output.scores:q} > {log:q} 2>&1"
 
 
