@@ -61,10 +61,11 @@ def test_lint_is_clean():
 
 
 @pytest.mark.parametrize("preset,jobs", [
-    ("chen2021_en-de_ted", {"download_corpus": "2", "ingest_corpus": "2", "train_model": "3",
-                            "decode_test": "3"}),
-    ("jiang2019_es-en_ted", {"download_corpus": "1", "ingest_corpus": "1", "train_model": "2",
-                             "decode_test": "2"}),
+    # each with its model's matched control trained and decoded too
+    ("chen2021_en-de_ted", {"download_corpus": "2", "ingest_corpus": "2", "train_model": "4",
+                            "decode_test": "4"}),
+    ("jiang2019_es-en_ted", {"download_corpus": "1", "ingest_corpus": "1", "train_model": "3",
+                             "decode_test": "3"}),
 ])
 def test_a_paper_preset_plans_its_own_corpora_and_models(tmp_path, preset, jobs):
     # the Snakefile's `configfile: config/config.yaml` is read from the working directory
