@@ -41,8 +41,15 @@ from pipeline_lib.schema import Rejected, Sentence
 KEYS, REQUIRED = {"src": PATH, "tgt": PATH, "docids": PATH, "doc_separator": TEXT}, ("src", "tgt")
 
 
+def _splits(spec: dict) -> Iterator[tuple[str, dict]]:
+    for split, sub in splits(spec, KEYS, REQUIRED):
+        if "docids" in sub and "doc_separator" in sub:
+            raise SpecError(f"split {split!r}: `docids` and `doc_separator` exclude each other")
+        yield split, sub
+
+
 def input_files(spec: dict) -> list[str]:
-    return [sub[k] for _, sub in splits(spec, KEYS, REQUIRED) for k in ("src", "tgt", "docids") if sub.get(k)]
+    return [sub[k] for _, sub in _splits(spec) for k in ("src", "tgt", "docids") if sub.get(k)]
 
 
 def documents(path: str, separator: str) -> Iterator[list[Line]]:
@@ -144,9 +151,7 @@ def read_docids(corpus: str, split: str, sub: dict, limits: Limits) -> Iterator[
 
 
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
-    for split, sub in splits(spec, KEYS, REQUIRED):
-        if "docids" in sub and "doc_separator" in sub:
-            raise SpecError(f"split {split!r}: `docids` and `doc_separator` exclude each other")
+    for split, sub in _splits(spec):
         if sub.get("docids"):
             yield from read_docids(corpus, split, sub, limits)
         else:

@@ -248,3 +248,30 @@ def test_6_error_in_the_middle_of_ingestion_leaves_no_partial_output(tmp_path, c
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert cli({"reader": "iwslt", "splits": {"dev": good, "test": broken}}, out, caplog)[0] == 2
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# --- 7. an entry the reader cannot use, run without the config schema ------------------------
+
+@pytest.mark.parametrize("spec, says", [
+    ({"reader": "plaintext", "splits": {"train": {"src": "a", "tgt": "b", "doc_separator": 0}}},
+     "splits.train.doc_separator: reader 'plaintext' needs a string, got 0"),
+    ({"reader": "plaintext", "splits": {"train": {"src": ["a.es"], "tgt": "b"}}},
+     "splits.train.src: reader 'plaintext' needs a path, got ['a.es']"),
+    ({"reader": "mono_sgml", "splits": {"mono": {"src": "g.gz", "doc_types": "story"}}},
+     "splits.mono.doc_types: reader 'mono_sgml' needs a non-empty list of strings, got 'story'"),
+    ({"reader": "plaintext", "splits": {"train": {"src": "a", "tgt": "b", "docids": "c",
+                                                  "doc_separator": "<d>"}}},
+     "split 'train': `docids` and `doc_separator` exclude each other"),
+    ({"reader": "nope"}, "unknown reader 'nope'"),
+])
+def test_7_cli_refuses_an_unusable_entry_without_a_traceback(tmp_path, caplog, spec, says):
+    rc, log = cli(spec, tmp_path / "out", caplog)
+    assert rc == 2 and f"corpus c: {says}" in log
+
+
+def test_8_cli_refuses_a_corpus_name_that_cannot_name_files(tmp_path, caplog):
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="ingest"):
+        rc = ingest_main(["--corpus", "my corpus", "--spec", json.dumps({"reader": "sgml"}),
+                          "--out-dir", str(tmp_path)])
+    assert rc == 2 and "corpus name 'my corpus' must match" in caplog.text
