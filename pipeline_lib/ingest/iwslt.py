@@ -34,7 +34,7 @@ from typing import Iterator
 
 from pipeline_lib.constants import IngestReason
 from pipeline_lib.ingest import InputError, Limits, SpecError
-from pipeline_lib.ingest.lines import (PATHS, Fault, Segment, Text, as_list, emit_document,
+from pipeline_lib.ingest.lines import (PATHS, Segment, Text, as_list, emit_document, fault_of,
                                        normalize, read_lines, reject_all, reject_sides, splits)
 from pipeline_lib.ingest.markup import align, read_docs, unescape
 from pipeline_lib.schema import Rejected, Sentence
@@ -72,7 +72,7 @@ def read_talks(path: str) -> list[Talk]:
             if not talks:
                 raise InputError(path, line.no, "text before the first talk header (<url> or <doc>)")
             talks[-1].segs.append(Segment(Text(normalize(unescape(line.text)), path, line.no,
-                                               Fault(line.fault, line.no) if line.fault else None)))
+                                               fault_of(line))))
             continue
         closing, tag, value = m.group(1), m.group(2).lower(), m.group(3).strip()
         if closing:

@@ -258,9 +258,13 @@ class Text:
     fault: Fault | None = None
 
 
+def fault_of(line: Line) -> Fault | None:
+    return Fault(line.fault, line.no) if line.fault else None
+
+
 def text_of(line: Line, path: str) -> Text:
     """A whole line as one side of a record (line-oriented formats)."""
-    return Text(normalize(line.text), path, line.no, Fault(line.fault, line.no) if line.fault else None)
+    return Text(normalize(line.text), path, line.no, fault_of(line))
 
 
 @dataclass

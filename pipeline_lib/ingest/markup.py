@@ -24,8 +24,8 @@ from typing import Iterator
 
 from pipeline_lib.constants import IngestReason
 from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import (CONTROL, STAGE, Fault, Segment, Text, emit_document,
-                                       normalize, read_lines, reject_all, reject_sides)
+from pipeline_lib.ingest.lines import (CONTROL, STAGE, Fault, Line, Segment, Text, emit_document,
+                                       fault_of, normalize, read_lines, reject_all, reject_sides)
 from pipeline_lib.schema import Rejected, Sentence
 
 TAG = re.compile(r"<(/?)([A-Za-z][\w.:-]*)((?:\s[^<>]*)?)/?>")
@@ -99,7 +99,7 @@ def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
     doc: Doc | None = None
     seg: Seg | None = None
     parts: list[str] = []
-    last = None
+    last: Line | None = None
 
     def close_seg() -> None:
         nonlocal seg
@@ -116,7 +116,7 @@ def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
         last = line
         if BROKEN.search(TAG.sub("", line.text)):
             raise InputError(path, line.no, f"malformed tag in {line.text[:80]!r}")
-        fault = Fault(line.fault, line.no) if line.fault else None
+        fault = fault_of(line)
         pos = 0
         for m in TAG.finditer(line.text):
             if seg is not None:
@@ -155,7 +155,7 @@ def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
     return docs
 
 
-def _check_complete(path: str, last, seg: Seg | None, seg_tag: str, doc: Doc | None,
+def _check_complete(path: str, last: Line | None, seg: Seg | None, seg_tag: str, doc: Doc | None,
                     open_set: tuple[str, int] | None) -> None:
     """Refuse a file that ends inside an element or a tag (see the module docstring)."""
     cut = "the file ends inside it: truncated? (releases close every one)"

@@ -120,7 +120,7 @@ def test_7_schema_and_readers_agree_on_split_keys():
 def test_7_bad_entry_fails_before_the_dag_is_built(tmp_path):
     """The real Snakefile: a dry run with a bad entry stops at validation, naming the key."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"corpora": {"news": {
+    bad.write_text(yaml.safe_dump({"src_lang": "es", "tgt_lang": "en", "corpora": {"news": {
         "reader": "plaintext", "splits": {"train": {"src": "a", "tgt": "b", "doc_separator": 0}}}}}))
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad),
                            "--directory", str(tmp_path)], cwd=ROOT, capture_output=True,
