@@ -39,6 +39,12 @@ class DataMode(str, Enum):
     DOCUMENT = "document"
 
 
+# Names that become Snakemake wildcards and file names (corpus keys, model/job names, download
+# entries, discourse suites): no spaces, slashes or shell metacharacters. The config schema uses
+# the same expression (tests/unit/test_config_schema.py checks that they agree).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
 class Split(str, Enum):
     TRAIN = "train"
     DEV = "dev"
@@ -73,6 +79,7 @@ class IngestReason(str, Enum):
     """Why a corpus reader quarantined a record (quarantine ``reason`` column, manifest keys)."""
 
     UNDECODABLE = "undecodable_bytes"
+    CONTROL_CHARACTER = "control_character"            # a C0 control other than tab (NUL, ESC, CR...)
     EMPTY = "empty_segment"
     TOO_LONG = "too_long"
     SEG_COUNT_MISMATCH = "segment_count_mismatch"      # the two sides of a document differ in length
@@ -85,6 +92,12 @@ class IngestReason(str, Enum):
     DOC_NOT_CONTIGUOUS = "doc_id_not_contiguous"       # doc-id file revisits an earlier document
     DOC_TYPE_EXCLUDED = "doc_type_excluded"            # Gigaword non-story documents
     NO_SEGMENTS = "document_without_segments"          # e.g. Gigaword <TEXT> without <P>
+
+
+class IngestRepair(str, Enum):
+    """What a reader fixed instead of rejecting (manifest ``repaired``), so a fix is counted too."""
+
+    STRAY_BOM = "stray_bom_removed"    # U+FEFF after the start of a file (files concatenated)
 
 
 # --- dependency parsing (stanza_models.py, parse.py) ---

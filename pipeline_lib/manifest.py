@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from pipeline_lib.atomic import write_text
 
 _VERSIONED = ("torch", "stanza", "sentencepiece", "sacrebleu", "pyarrow", "pandas", "snakemake")
 
@@ -95,9 +96,5 @@ class Manifest:
             "git_revision": git_revision(),
             "versions": versions(),
         }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=False, default=str) + "\n")
-        os.replace(tmp, path)
+        write_text(path, json.dumps(record, indent=2, sort_keys=False, default=str) + "\n")
         return record

@@ -31,6 +31,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline_lib.atomic import commit, discard, partial_name
+
 DOC_SCHEMA = pa.schema(
     [
         ("corpus", pa.string()),
@@ -90,7 +92,9 @@ class Rejected:
 class RowWriter:
     """Streams dataclass rows into a Parquet file in row groups, never holding the corpus.
 
-    Used as a context manager; the file exists (possibly with zero rows) after ``close``.
+    Used as a context manager. Rows go to a hidden partial file (``atomic.partial_name``) that is
+    renamed to ``path`` when the block ends normally, so the file then exists (possibly with zero
+    rows); when the block raises, the partial file is deleted and ``path`` is left as it was.
     """
 
     path: Path
@@ -99,10 +103,12 @@ class RowWriter:
     count: int = 0
     _buffer: list = field(default_factory=list)
     _writer: pq.ParquetWriter | None = None
+    _tmp: Path | None = None
 
     def __enter__(self) -> "RowWriter":
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._writer = pq.ParquetWriter(str(self.path), self.schema, compression="zstd")
+        self._tmp = partial_name(self.path)
+        self._writer = pq.ParquetWriter(str(self._tmp), self.schema, compression="zstd")
         return self
 
     def write(self, row) -> None:
@@ -122,9 +128,20 @@ class RowWriter:
         self._writer.write_table(pa.table(columns, schema=self.schema))
         self._buffer.clear()
 
-    def __exit__(self, *exc) -> None:
-        self._flush()
-        self._writer.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            try:
+                self._writer.close()
+            finally:
+                discard(self._tmp)
+            return
+        try:
+            self._flush()
+            self._writer.close()
+        except BaseException:
+            discard(self._tmp)
+            raise
+        commit(self._tmp, Path(self.path))
 
 
 def doc_writer(path: Path, **kw) -> RowWriter:

@@ -8,8 +8,9 @@ A reader is a module in this package exposing
 ``input_files(spec: dict) -> list[str]``
     the raw files it reads, so that Snakemake reruns ingestion when one of them changes.
 
-Unreadable input (malformed markup, undecodable bytes in a file that must be decoded whole) raises
-``InputError`` naming the file and line.
+Unreadable input (malformed or truncated markup, a file in UTF-16/32, undecodable bytes in a file
+that must be decoded whole, files whose lines cannot be paired) raises ``InputError`` naming the
+file and line; a corpus entry that a reader cannot use raises ``SpecError`` naming the key.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ class InputError(ValueError):
         where = f"{path}:{line}" if line else str(path)
         super().__init__(f"{where}: {message}")
         self.path, self.line = path, line
+
+
+class SpecError(ValueError):
+    """A corpus entry (config ``corpora.<name>``) that a reader cannot use; names the key."""
 
 
 @dataclass(frozen=True)
@@ -53,4 +58,4 @@ def reader_module(reader: str) -> ModuleType:
     try:
         return importlib.import_module(f"{__name__}.{READERS[reader]}")
     except KeyError:
-        raise ValueError(f"unknown reader {reader!r}; known: {sorted(READERS)}") from None
+        raise SpecError(f"unknown reader {reader!r}; known: {sorted(READERS)}") from None

@@ -58,7 +58,7 @@ from typing import Iterator
 
 
 from pipeline_lib.constants import Split
-from pipeline_lib.ingest import InputError, Limits
+from pipeline_lib.ingest import InputError, Limits, SpecError
 from pipeline_lib.ingest.osis import clean_osis, normalise_chapter_opening, usual_casing
 from pipeline_lib.ingest.sword_modules import find_module, library_dirs, module_files
 from pipeline_lib.schema import Rejected, Sentence
@@ -85,6 +85,8 @@ class BibleSpec:
 
     @classmethod
     def from_dict(cls, spec: dict) -> "BibleSpec":
+        if missing := [k for k in ("src_module", "tgt_module") if not spec.get(k)]:
+            raise SpecError(f"reader 'bible' needs {missing}")
         return cls(
             src_module=spec["src_module"],
             tgt_module=spec["tgt_module"],
@@ -179,7 +181,7 @@ def _split_of(books: tuple[str, ...], names: dict[str, tuple[str, ...]]) -> set[
     index = {_norm_book(alias): osis for osis, aliases in names.items() for alias in aliases}
     unknown = [b for b in books if _norm_book(b) not in index]
     if unknown:
-        raise ValueError(f"unknown book names {unknown}; use English names or OSIS ids, "
+        raise SpecError(f"unknown book names {unknown}; use English names or OSIS ids, "
                          f"e.g. {sorted(index)[:6]}")
     return {index[_norm_book(b)] for b in books}
 
@@ -241,7 +243,7 @@ def align(corpus: str, src: ModuleText, tgt: ModuleText, spec: BibleSpec,
     dev = _split_of(spec.dev_books, src.book_names)
     test = _split_of(spec.test_books, src.book_names)
     if dev & test:
-        raise ValueError(f"books in both dev and test: {sorted(dev & test)}")
+        raise SpecError(f"books in both dev and test: {sorted(dev & test)}")
     casing = usual_casing(v.text for chapters in src.verses.values()
                           for verses in chapters.values() for v in verses.values())
     train_chapters = 0

@@ -21,8 +21,9 @@ make one split). A file whose name ends in ``.xml`` is read as SGML (``<doc doci
 lines (``<url> <keywords> <speaker> <talkid> <title> <description> <reviewer> <translator>``)
 are metadata, never segments; every other line is a segment, aligned line by line with the
 other language's file. Talks pair by ``<talkid>`` (by position where a file has none); a talk
-present on one side only, or whose sides differ in line count, is quarantined whole. Document ids
-are the talk ids (as in the ``.xml`` files' ``docid``), ``#<ordinal>`` where a file has none.
+present on one side only, or whose sides differ in line count, is quarantined whole (both sides,
+each line at its own file and line). Document ids are the talk ids (as in the ``.xml`` files'
+``docid``), ``#<ordinal>`` where a file has none.
 """
 
 from __future__ import annotations
@@ -32,16 +33,16 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from pipeline_lib.constants import IngestReason
-from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import (Segment, as_list, emit_document, normalize, read_lines,
-                                       reject_all, splits)
+from pipeline_lib.ingest import InputError, Limits, SpecError
+from pipeline_lib.ingest.lines import (PATHS, Segment, Text, as_list, emit_document, fault_of,
+                                       normalize, read_lines, reject_all, reject_sides, splits)
 from pipeline_lib.ingest.markup import align, read_docs, unescape
 from pipeline_lib.schema import Rejected, Sentence
 
 HEADER = re.compile(r"^\s*<(/?)(doc|url|keywords|speaker|talkid|title|description|reviewer|"
                     r"translator)\b[^>]*>(.*?)(?:</\2>)?\s*$", re.IGNORECASE)
 TALK_START = {"doc", "url"}
-KEYS, REQUIRED = {"src", "tgt"}, ("src", "tgt")
+KEYS, REQUIRED = {"src": PATHS, "tgt": PATHS}, ("src", "tgt")
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Talk:
 def _pairs(sub: dict) -> list[tuple[str, str]]:
     src, tgt = as_list(sub["src"]), as_list(sub.get("tgt"))
     if len(src) != len(tgt):
-        raise ValueError(f"iwslt needs as many `tgt` files as `src` files, got {src} / {tgt}")
+        raise SpecError(f"iwslt needs as many `tgt` files as `src` files, got {src} / {tgt}")
     return list(zip(src, tgt))
 
 
@@ -70,8 +71,8 @@ def read_talks(path: str) -> list[Talk]:
         if m is None:
             if not talks:
                 raise InputError(path, line.no, "text before the first talk header (<url> or <doc>)")
-            talks[-1].segs.append(Segment(normalize(unescape(line.text)), None, path, line.no,
-                                          line.bad))
+            talks[-1].segs.append(Segment(Text(normalize(unescape(line.text)), path, line.no,
+                                               fault_of(line))))
             continue
         closing, tag, value = m.group(1), m.group(2).lower(), m.group(3).strip()
         if closing:
@@ -100,14 +101,18 @@ def read_tags(corpus: str, split: str, src: str, tgt: str,
         used.add(talk.key)
         if len(other.segs) != len(talk.segs):
             yield from reject_all(corpus, talk.segs, doc_id, IngestReason.SEG_COUNT_MISMATCH)
+            yield from reject_sides(corpus, [s.src for s in other.segs], doc_id,
+                                    IngestReason.SEG_COUNT_MISMATCH)
             continue
         for seg, ref in zip(talk.segs, other.segs):
-            seg.tgt, seg.bad = [ref.src], seg.bad or ref.bad
+            seg.tgt = [ref.src]
         yield from emit_document(corpus, split, doc_id, talk.segs, limits)
     for talk in tgt_talks:
         if talk.key not in used:
             yield from reject_all(corpus, talk.segs, talk.key,
                                   IngestReason.REFERENCE_WITHOUT_SOURCE)
+        elif by_key[talk.key] is not talk:  # a second talk with that id in the target file
+            yield from reject_all(corpus, talk.segs, talk.key, IngestReason.DUPLICATE_DOC_ID)
 
 
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:

@@ -26,12 +26,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from pipeline_lib.ingest import Limits
-from pipeline_lib.ingest.lines import emit_document, expand, file_label, splits
+from pipeline_lib.ingest.lines import PATH, PATHS, REFS, emit_document, expand, file_label, splits
 from pipeline_lib.ingest.markup import align, read_docs
 from pipeline_lib.ingest.plaintext import read_aligned, segment
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS, REQUIRED = {"src", "tgt"}, ("src", "tgt")
+KEYS = {"ldc_doc": {"src": PATHS, "tgt": REFS}, "ldc_sent": {"src": PATH, "tgt": PATH}}
+REQUIRED = ("src", "tgt")
 
 
 def _ref_sets(sub: dict) -> list[list[str]]:
@@ -42,18 +43,19 @@ def _ref_sets(sub: dict) -> list[list[str]]:
 
 def input_files(spec: dict) -> list[str]:
     if spec["reader"] == "ldc_sent":
-        return [sub[k] for _, sub in splits(spec, KEYS, REQUIRED) for k in ("src", "tgt")]
-    return [f for _, sub in splits(spec, KEYS, REQUIRED)
+        return [sub[k] for _, sub in splits(spec, KEYS["ldc_sent"], REQUIRED) for k in ("src", "tgt")]
+    return [f for _, sub in splits(spec, KEYS["ldc_doc"], REQUIRED)
             for f in [*expand(sub["src"]), *(p for ref in _ref_sets(sub) for p in ref)]]
 
 
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
-    for split, sub in splits(spec, KEYS, REQUIRED):
+    for split, sub in splits(spec, KEYS[spec["reader"]], REQUIRED):
         if spec["reader"] == "ldc_sent":
             label = file_label(sub["src"])
             for src, tgt in read_aligned(sub["src"], sub["tgt"]):
                 yield from emit_document(corpus, split, f"{label}:{src.no}",
-                                         [segment(src, sub["src"], tgt)], limits, has_context=False)
+                                         [segment(src, sub["src"], tgt, sub["tgt"])], limits,
+                                         has_context=False)
         else:
             src_docs = [d for path in expand(sub["src"]) for d in read_docs(path)]
             ref_sets = [[d for path in ref for d in read_docs(path)] for ref in _ref_sets(sub)]

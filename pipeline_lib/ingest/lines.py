@@ -2,31 +2,116 @@
 
 Readers decode line by line rather than whole files so that one undecodable byte costs one
 record (quarantined as ``undecodable_bytes`` with its line number), not the whole corpus, and so
-that every kept row can name the file and line it came from.
+that every kept row can name the file and line it came from. What decoding checks:
+
+* a file in UTF-16 or UTF-32 (a byte-order mark, or NUL bytes in a UTF-16/32 pattern) is an
+  ``InputError`` naming the encoding it looks like: read as UTF-8 it would give NUL-interleaved
+  text that no check below would catch;
+* a UTF-8 byte-order mark opening the file is dropped; one after that (two files concatenated)
+  is removed too and counted (``IngestRepair.STRAY_BOM``, manifest ``repaired``);
+* a line with bytes that are not UTF-8 is ``undecodable_bytes``; a line with a C0 control
+  character other than tab (NUL, ESC, a CR that is not part of the line end) is
+  ``control_character``. Both are quarantined with the file and line where the bytes are, even
+  when that is the target side of a pair.
 """
 
 from __future__ import annotations
 
 import glob
 import gzip
+import logging
+import re
+import zlib
+from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from pipeline_lib.constants import IngestReason, Split
-from pipeline_lib.ingest import InputError, Limits
+from pipeline_lib.constants import IngestReason, IngestRepair, Split
+from pipeline_lib.ingest import InputError, Limits, SpecError
 from pipeline_lib.schema import Rejected, Sentence
 
 STAGE = "ingest"
+log = logging.getLogger("ingest")
+
+UTF8_BOM = b"\xef\xbb\xbf"
+# C0 controls except tab and line feed (line feed only reaches a text through &#10;, as whitespace)
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")
+SNIFF_BYTES = 4096
+_WIDE_BOMS = [(b"\x00\x00\xfe\xff", "UTF-32-BE"), (b"\xff\xfe\x00\x00", "UTF-32-LE"),
+              (b"\xfe\xff", "UTF-16-BE"), (b"\xff\xfe", "UTF-16-LE")]
 
 
 @dataclass(frozen=True)
 class Line:
-    """One decoded line; ``bad`` marks undecodable bytes (replaced by U+FFFD in ``text``)."""
+    """One decoded line; ``fault`` says why its bytes cannot be trusted (``text`` then holds
+    U+FFFD for undecodable bytes)."""
 
     no: int
     text: str
-    bad: bool = False
+    fault: IngestReason | None = None
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """The UTF-16/32 variant a file's first bytes look like, with the evidence; None for UTF-8.
+
+    A NUL byte in UTF-8 text is a fault of one line; NULs in an eighth of the bytes are not text
+    at all. Their position then tells the encoding: ASCII in UTF-16-LE is ``A\\0``, in
+    UTF-32-BE ``\\0\\0\\0A``.
+    """
+    for bom, name in _WIDE_BOMS:
+        if head.startswith(bom):
+            return f"{name} (byte-order mark {bom.hex(' ').upper()})"
+    n = len(head) - len(head) % 4
+    if n == 0 or head.count(0, 0, n) * 8 < n:
+        return None
+    share = round(100 * head.count(0, 0, n) / n)
+    zero = [head[i:n:4].count(0) / (n // 4) for i in range(4)]  # NUL share at each offset mod 4
+    if zero[2] > 0.9 and zero[3] > 0.9:
+        name = "UTF-32-LE"
+    elif zero[0] > 0.9 and zero[1] > 0.9:
+        name = "UTF-32-BE"
+    elif zero[1] + zero[3] > 2 * (zero[0] + zero[2]):
+        name = "UTF-16-LE"
+    elif zero[0] + zero[2] > 2 * (zero[1] + zero[3]):
+        name = "UTF-16-BE"
+    else:
+        return f"binary data ({share}% of the first {n} bytes are NUL)"
+    return f"{name} ({share}% of the first {n} bytes are NUL)"
+
+
+def check_encoding(path: str, head: bytes) -> None:
+    """Refuse a file whose first bytes say it is not UTF-8 (see ``wide_encoding``)."""
+    if (looks := wide_encoding(head)) is not None:
+        name = looks.split()[0]
+        hint = f", e.g. iconv -f {name} -t UTF-8" if name.startswith("UTF") else ""
+        raise InputError(path, None, f"looks like {looks}, not UTF-8: convert it first{hint}")
+
+
+_repairs: ContextVar[Counter | None] = ContextVar("ingest_repairs", default=None)
+
+
+@contextmanager
+def counting_repairs() -> Iterator[Counter]:
+    """Count what readers fix while the block runs (``IngestRepair`` values), for the manifest.
+
+    A context variable rather than a return value because the fixes happen deep inside line
+    decoding, which every reader shares and whose results are rows, not counts.
+    """
+    counter: Counter = Counter()
+    token = _repairs.set(counter)
+    try:
+        yield counter
+    finally:
+        _repairs.reset(token)
+
+
+def note_repair(repair: IngestRepair, n: int = 1) -> None:
+    counter = _repairs.get()
+    if counter is not None:
+        counter[repair.value] += n
 
 
 def _open(path: str) -> IO[bytes]:
@@ -37,19 +122,33 @@ def _open(path: str) -> IO[bytes]:
         raise InputError(path, None, f"cannot open: {e.strerror or e}") from None
 
 
+def decode(raw: bytes, no: int, path: str) -> Line:
+    """One line's bytes (line end removed) as a ``Line``; see the module docstring."""
+    if no == 1 and raw.startswith(UTF8_BOM):
+        raw = raw[len(UTF8_BOM):]
+    fault = None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text, fault = raw.decode("utf-8", errors="replace"), IngestReason.UNDECODABLE
+    if "\ufeff" in text:
+        log.warning("%s:%d: byte-order mark inside the file removed (files concatenated?)", path, no)
+        note_repair(IngestRepair.STRAY_BOM, text.count("\ufeff"))
+        text = text.replace("\ufeff", "")
+    if fault is None and CONTROL.search(text):
+        fault = IngestReason.CONTROL_CHARACTER
+    return Line(no, text, fault)
+
+
 def read_lines(path: str) -> Iterator[Line]:
-    """Lines of a UTF-8 file without their line ends, 1-based numbers, BOM dropped."""
+    """Lines of a UTF-8 file without their line ends (LF or CRLF), 1-based numbers."""
     with _open(path) as f:
         try:
+            check_encoding(path, f.read(SNIFF_BYTES))
+            f.seek(0)
             for no, raw in enumerate(f, 1):
-                raw = raw.rstrip(b"\r\n")
-                if no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
-                try:
-                    yield Line(no, raw.decode("utf-8"))
-                except UnicodeDecodeError:
-                    yield Line(no, raw.decode("utf-8", errors="replace"), bad=True)
-        except (OSError, EOFError) as e:  # truncated or corrupt .gz
+                yield decode(raw.rstrip(b"\r\n"), no, path)
+        except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt .gz
             raise InputError(path, None, f"cannot read: {e}") from None
 
 
@@ -74,27 +173,63 @@ def as_list(value: str | list | None) -> list:
     return [value] if isinstance(value, str) else list(value)
 
 
-def splits(spec: dict, keys: set[str], required: tuple[str, ...] = ("src",),
+# What a split key may hold (``splits`` checks it; the config schema says the same, so that a
+# wrong value is refused before Snakemake builds the DAG and again when ingest runs on its own).
+PATH = "a path"
+PATHS = "a path or a list of paths"
+REFS = "a path or a list of references, each a path or a list of paths"
+TEXT = "a string"
+TEXTS = "a non-empty list of strings"
+FLAG = "true or false"
+
+
+def _is_path(v: object) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def _is_paths(v: object) -> bool:
+    return _is_path(v) or (isinstance(v, list) and bool(v) and all(map(_is_path, v)))
+
+
+_KIND_CHECK = {
+    PATH: _is_path,
+    PATHS: _is_paths,
+    REFS: lambda v: _is_path(v) or (isinstance(v, list) and bool(v) and all(map(_is_paths, v))),
+    TEXT: lambda v: isinstance(v, str),
+    TEXTS: lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v),
+    FLAG: lambda v: isinstance(v, bool),
+}
+# every split may say that it is allowed to yield nothing (see ingest.__main__)
+ALLOW_EMPTY = "allow_empty"
+
+
+def splits(spec: dict, keys: dict[str, str], required: tuple[str, ...] = ("src",),
            allowed: Iterable[Split] = tuple(Split)) -> Iterator[tuple[str, dict]]:
     """``(split, split_spec)`` pairs of ``spec["splits"]``, checked before any file is read.
 
-    Unknown split names and keys are refused rather than ignored: a misspelt ``docids`` would
-    otherwise silently fall back to blank-line documents.
+    ``keys`` maps each key a reader takes to what it may hold (``PATH``, ``TEXT``...). Unknown
+    split names and keys and values of the wrong kind are refused rather than ignored: a
+    misspelt ``docids`` would otherwise silently fall back to blank-line documents.
     """
     names = {s.value for s in allowed}
+    keys = {**keys, ALLOW_EMPTY: FLAG}
     reader = spec.get("reader")
-    if not spec.get("splits"):
-        raise ValueError(f"reader {reader!r} needs a non-empty `splits` mapping")
+    if not isinstance(spec.get("splits"), dict) or not spec["splits"]:
+        raise SpecError(f"reader {reader!r} needs a non-empty `splits` mapping")
     for name, sub in spec["splits"].items():
         if name not in names:
-            raise ValueError(f"split {name!r} is not one of {sorted(names)} for reader {reader!r}")
+            raise SpecError(f"split {name!r} is not one of {sorted(names)} for reader {reader!r}")
         if not isinstance(sub, dict):
-            raise ValueError(f"split {name!r} of reader {reader!r} must be a mapping")
-        if unknown := sorted(set(sub) - keys):
-            raise ValueError(f"split {name!r}: reader {reader!r} has no key(s) {unknown}; "
-                             f"known: {sorted(keys)}")
-        if missing := [k for k in required if not sub.get(k)]:
-            raise ValueError(f"split {name!r}: reader {reader!r} needs {missing}")
+            raise SpecError(f"split {name!r} of reader {reader!r} must be a mapping")
+        if unknown := sorted(set(sub) - set(keys)):
+            raise SpecError(f"split {name!r}: reader {reader!r} has no key(s) {unknown}; "
+                            f"known: {sorted(keys)}")
+        if missing := [k for k in required if k not in sub]:
+            raise SpecError(f"split {name!r}: reader {reader!r} needs {missing}")
+        for key, value in sub.items():
+            if not _KIND_CHECK[keys[key]](value):
+                raise SpecError(f"splits.{name}.{key}: reader {reader!r} needs {keys[key]}, "
+                                f"got {value!r}")
         yield name, sub
 
 
@@ -103,27 +238,61 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def problem(texts: Iterable[str], bad: bool, limits: Limits) -> IngestReason | None:
-    """The first reason a segment (source and target sides together) cannot be kept."""
-    if bad:
-        return IngestReason.UNDECODABLE
-    texts = list(texts)
-    if any(not t for t in texts):
-        return IngestReason.EMPTY
-    if any(len(t) > limits.max_line_chars for t in texts):
-        return IngestReason.TOO_LONG
-    return None
+@dataclass(frozen=True)
+class Fault:
+    """Bytes that cannot be trusted, and the line they are on (a segment may span lines)."""
+
+    reason: IngestReason
+    line: int
+
+
+@dataclass
+class Text:
+    """One side of a record as read: its text, the file and line it starts at, and a fault
+    found in its bytes. Each side keeps its own provenance so that a rejection names the file
+    and line where the problem is, target side included."""
+
+    text: str
+    file: str
+    line: int
+    fault: Fault | None = None
+
+
+def fault_of(line: Line) -> Fault | None:
+    return Fault(line.fault, line.no) if line.fault else None
+
+
+def text_of(line: Line, path: str) -> Text:
+    """A whole line as one side of a record (line-oriented formats)."""
+    return Text(normalize(line.text), path, line.no, fault_of(line))
 
 
 @dataclass
 class Segment:
-    """One input record before it becomes a row: both sides plus provenance and flags."""
+    """One input record before it becomes a row: the source side and, where parallel, the
+    references (one per translator)."""
 
-    src: str
-    tgt: list[str] | None
-    file: str
-    line: int
-    bad: bool = False
+    src: Text
+    tgt: list[Text] | None = None
+
+    @property
+    def sides(self) -> list[Text]:
+        return [self.src, *(self.tgt or [])]
+
+
+def problem(seg: Segment, limits: Limits) -> tuple[IngestReason, Text, int] | None:
+    """The first reason a record cannot be kept, with the side and line where it lies."""
+    sides = seg.sides
+    for side in sides:
+        if side.fault is not None:
+            return side.fault.reason, side, side.fault.line
+    for side in sides:
+        if not side.text:
+            return IngestReason.EMPTY, side, side.line
+    for side in sides:
+        if len(side.text) > limits.max_line_chars:
+            return IngestReason.TOO_LONG, side, side.line
+    return None
 
 
 def emit_document(corpus: str, split: str, doc_id: str, segments: list[Segment], limits: Limits,
@@ -135,17 +304,23 @@ def emit_document(corpus: str, split: str, doc_id: str, segments: list[Segment],
     """
     idx = 0
     for seg in segments:
-        reason = problem([seg.src, *(seg.tgt or [])], seg.bad, limits)
-        if reason is not None:
-            yield reject(corpus, seg, doc_id, reason)
+        found = problem(seg, limits)
+        if found is not None:
+            reason, side, line = found
+            yield reject(corpus, seg, doc_id, reason, side.file, line)
             continue
-        yield Sentence(corpus, split, doc_id, idx, seg.src, seg.tgt, has_context, seg.file, seg.line)
+        tgt = None if seg.tgt is None else [t.text for t in seg.tgt]
+        yield Sentence(corpus, split, doc_id, idx, seg.src.text, tgt, has_context, seg.src.file,
+                       seg.src.line)
         idx += 1
 
 
-def reject(corpus: str, seg: Segment, doc_id: str, reason: IngestReason) -> Rejected:
-    record = seg.src if not seg.tgt else seg.src + " ||| " + " ||| ".join(seg.tgt)
-    return Rejected(STAGE, corpus, seg.file, seg.line, doc_id, reason.value, record)
+def reject(corpus: str, seg: Segment, doc_id: str, reason: IngestReason,
+           file: str | None = None, line: int | None = None) -> Rejected:
+    """A quarantined record, located at ``file:line`` (default: where its source side starts)."""
+    record = " ||| ".join(t.text for t in seg.sides)
+    return Rejected(STAGE, corpus, seg.src.file if file is None else file,
+                    seg.src.line if line is None else line, doc_id, reason.value, record)
 
 
 def reject_all(corpus: str, segments: Iterable[Segment], doc_id: str,
@@ -153,6 +328,14 @@ def reject_all(corpus: str, segments: Iterable[Segment], doc_id: str,
     """Quarantine a whole document, one row per record so that counts still add up."""
     for seg in segments:
         yield reject(corpus, seg, doc_id, reason)
+
+
+def reject_sides(corpus: str, texts: Iterable[Text], doc_id: str,
+                 reason: IngestReason) -> Iterator[Rejected]:
+    """Quarantine the unpaired segments of one side of a document (e.g. the target lines of a
+    document whose sides differ in length), each at its own file and line, so that what was
+    read and not kept is in the quarantine whichever side it came from."""
+    return reject_all(corpus, (Segment(t) for t in texts), doc_id, reason)
 
 
 def file_label(path: str) -> str:

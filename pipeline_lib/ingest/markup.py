@@ -5,8 +5,11 @@ unquoted attributes, ``<seg>`` or ``</p>`` left open, upper-case ``<DOC>``), so 
 would refuse files every MT toolkit reads. Like those tools (sacrebleu, mteval) we match tags with
 regular expressions, close an open segment implicitly at the next segment/paragraph/document
 boundary, and decode only the five XML entities and numeric character references. What cannot be
-repaired (a ``<seg>`` outside any document, a half-written ``<seg`` tag, a file with no
-documents) raises ``InputError`` with file and line.
+repaired raises ``InputError`` with file and line: a ``<seg>`` outside any document, a
+half-written ``<seg`` tag, a file with no documents, and a file that ends inside a ``<seg>``,
+``<doc>`` or set or inside a tag. Releases always close these, so an open one at the end of the
+file means the file was cut short, and closing it implicitly would keep half a segment (or pair
+a half document) as if it were whole; the error names the line where the open element began.
 
 A file may hold several sets (``<srcset>``, ``<refset>``, ``<tstset>``): NIST MT02-08 reference
 files carry four ``<refset>`` s, each of which becomes one reference of the ``tgt`` list.
@@ -21,14 +24,16 @@ from typing import Iterator
 
 from pipeline_lib.constants import IngestReason
 from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import (STAGE, Segment, emit_document, normalize, read_lines,
-                                       reject_all)
+from pipeline_lib.ingest.lines import (CONTROL, STAGE, Fault, Line, Segment, Text, emit_document,
+                                       fault_of, normalize, read_lines, reject_all, reject_sides)
 from pipeline_lib.schema import Rejected, Sentence
 
 TAG = re.compile(r"<(/?)([A-Za-z][\w.:-]*)((?:\s[^<>]*)?)/?>")
 ATTR = re.compile(r"""([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 # a tag of ours that TAG could not match: unterminated or broken, so the line cannot be trusted
 BROKEN = re.compile(r"</?(seg|doc|p)\b(?![^<]*>)", re.IGNORECASE)
+# the last line of a file ending in the middle of a tag (``</refse``, ``<DO``)
+CUT_TAG = re.compile(r"<[/!?]?(?:[A-Za-z][^<>]*)?$")
 ENTITY = re.compile(r"&(amp|lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);")
 _NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 SETS = {"srcset", "refset", "tstset"}
@@ -49,6 +54,12 @@ def unescape(text: str) -> str:
     return ENTITY.sub(sub, text)
 
 
+def control_reference(text: str) -> bool:
+    """A C0 control reached the text through a character reference (``&#27;``); line ends
+    (``&#10;``, ``&#13;``) are whitespace there, as in XML, and collapse with the rest."""
+    return CONTROL.search(text.replace("\n", " ").replace("\r", " ")) is not None
+
+
 def attributes(raw: str) -> dict[str, str]:
     return {m.group(1).lower(): unescape(next(g for g in m.groups()[1:] if g is not None))
             for m in ATTR.finditer(raw)}
@@ -59,7 +70,7 @@ class Seg:
     id: str | None
     text: str
     line: int
-    bad: bool
+    fault: Fault | None = None
 
 
 @dataclass
@@ -76,38 +87,48 @@ class Doc:
     def id(self) -> str | None:
         return self.attrs.get("docid") or self.attrs.get("id")
 
+    def texts(self) -> list[Text]:
+        return [Text(s.text, self.file, s.line, s.fault) for s in self.segs]
+
 
 def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
     """All documents of a file; text outside ``seg_tag`` elements (headers, titles) is skipped."""
     docs: list[Doc] = []
     set_index = -1
+    open_set: tuple[str, int] | None = None    # (tag, line) of the set being read
     doc: Doc | None = None
     seg: Seg | None = None
     parts: list[str] = []
+    last: Line | None = None
 
     def close_seg() -> None:
         nonlocal seg
         if seg is not None:
-            seg.text = normalize(unescape("".join(parts)))
+            raw = unescape("".join(parts))
+            if seg.fault is None and control_reference(raw):
+                seg.fault = Fault(IngestReason.CONTROL_CHARACTER, seg.line)
+            seg.text = normalize(raw)
             doc.segs.append(seg)
             seg = None
         parts.clear()
 
     for line in read_lines(path):
+        last = line
         if BROKEN.search(TAG.sub("", line.text)):
             raise InputError(path, line.no, f"malformed tag in {line.text[:80]!r}")
+        fault = fault_of(line)
         pos = 0
         for m in TAG.finditer(line.text):
             if seg is not None:
                 parts.append(line.text[pos:m.start()])
-                seg.bad = seg.bad or line.bad
+                seg.fault = seg.fault or fault
             pos = m.end()
             closing, name = m.group(1) == "/", m.group(2).lower()
             if name == seg_tag and not closing:
                 if doc is None:
                     raise InputError(path, line.no, f"<{seg_tag}> outside any <doc>")
                 close_seg()
-                seg = Seg(attributes(m.group(3)).get("id"), "", line.no, line.bad)
+                seg = Seg(attributes(m.group(3)).get("id"), "", line.no, fault)
             elif name == "doc" and not closing:  # also ends a previous <doc> left open
                 close_seg()
                 doc = Doc(path, line.no, max(set_index, 0), attributes(m.group(3)))
@@ -116,18 +137,36 @@ def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
                 close_seg()
                 doc = None
                 set_index += 1
+                open_set = (m.group(2), line.no)
             elif name == seg_tag or name in BLOCKS:
                 close_seg()
-                if closing and name == "doc":
+                if closing and name in ("doc", *SETS):  # the end of a set ends a <doc> left open
                     doc = None
+                if closing and name in SETS:
+                    open_set = None
             # any other tag inside a segment is inline markup: dropped, its text kept
         if seg is not None:
             parts.append(line.text[pos:] + " ")
-            seg.bad = seg.bad or line.bad
+            seg.fault = seg.fault or fault
+    _check_complete(path, last, seg, seg_tag, doc, open_set)
     close_seg()
     if not docs:
         raise InputError(path, None, "no <doc> element found")
     return docs
+
+
+def _check_complete(path: str, last: Line | None, seg: Seg | None, seg_tag: str, doc: Doc | None,
+                    open_set: tuple[str, int] | None) -> None:
+    """Refuse a file that ends inside an element or a tag (see the module docstring)."""
+    cut = "the file ends inside it: truncated? (releases close every one)"
+    if seg is not None:
+        raise InputError(path, seg.line, f"<{seg_tag}> opened here is never closed; {cut}")
+    if doc is not None:
+        raise InputError(path, doc.line, f"<doc> opened here is never closed; {cut}")
+    if open_set is not None:
+        raise InputError(path, open_set[1], f"<{open_set[0]}> opened here is never closed; {cut}")
+    if last is not None and CUT_TAG.search(last.text):
+        raise InputError(path, last.no, f"the file ends inside a tag: {last.text[-40:]!r} (truncated?)")
 
 
 def align(corpus: str, split: str, src_docs: list[Doc], ref_sets: list[list[Doc]],
@@ -136,13 +175,14 @@ def align(corpus: str, split: str, src_docs: list[Doc], ref_sets: list[list[Doc]
 
     Segments pair by ``id`` where both sides number them uniquely, by position otherwise; a
     document whose sides differ in length or ids is quarantined whole, since any pairing would be
-    a guess. Reference documents without a source document are quarantined too, so that every
-    ``<seg>`` read is accounted for.
+    a guess, and so are its reference documents (each segment at its own file and line).
+    Reference documents without a source document, or repeating a docid within one reference,
+    are quarantined too, so that every ``<seg>`` read is accounted for.
     """
     refs: list[dict[str, Doc]] = [{d.id: d for d in rs if d.id} for rs in ref_sets]
     seen: set[str] = set()
     for doc in src_docs:
-        segs = [Segment(s.text, None, doc.file, s.line, s.bad) for s in doc.segs]
+        segs = [Segment(t) for t in doc.texts()]
         doc_id = doc.id or f"{doc.file}:{doc.line}"
         if doc.id is None:
             yield from reject_all(corpus, segs, doc_id, IngestReason.MISSING_DOC_ID)
@@ -151,23 +191,27 @@ def align(corpus: str, split: str, src_docs: list[Doc], ref_sets: list[list[Doc]
             yield from reject_all(corpus, segs, doc_id, IngestReason.DUPLICATE_DOC_ID)
             continue
         seen.add(doc.id)
-        if not doc.segs:
-            yield empty_document(corpus, doc)
-            continue
-        reason, targets = _pair(doc, [r.get(doc.id) for r in refs])
-        if reason is not None:
-            yield from reject_all(corpus, segs, doc_id, reason)
+        ref_docs = [r.get(doc.id) for r in refs]
+        reason, targets = _pair(doc, ref_docs)
+        if reason is not None or not doc.segs:
+            if doc.segs:
+                yield from reject_all(corpus, segs, doc_id, reason)
+            else:
+                yield empty_document(corpus, doc)
+            for ref in ref_docs:  # what the references hold for it is unused too
+                if ref is not None:
+                    yield from reject_sides(corpus, ref.texts(), doc_id, reason)
             continue
         for seg, tgt in zip(segs, targets):
-            seg.tgt = [t.text for t in tgt]
-            seg.bad = seg.bad or any(t.bad for t in tgt)
+            seg.tgt = [Text(t.text, ref.file, t.line, t.fault) for t, ref in zip(tgt, ref_docs)]
         yield from emit_document(corpus, split, doc_id, segs, limits)
-    for rs in ref_sets:
+    for rs, by_id in zip(ref_sets, refs):
         for doc in rs:
             if doc.id not in seen:
-                yield from reject_all(corpus, [Segment(s.text, None, doc.file, s.line, s.bad)
-                                               for s in doc.segs],
-                                      doc.id or "", IngestReason.REFERENCE_WITHOUT_SOURCE)
+                yield from reject_sides(corpus, doc.texts(), doc.id or "",
+                                        IngestReason.REFERENCE_WITHOUT_SOURCE)
+            elif by_id[doc.id] is not doc:  # a second document with that id in one reference
+                yield from reject_sides(corpus, doc.texts(), doc.id, IngestReason.DUPLICATE_DOC_ID)
 
 
 def empty_document(corpus: str, doc: Doc) -> Rejected:

@@ -29,12 +29,13 @@ from typing import Iterator
 
 from pipeline_lib.constants import IngestReason, Split
 from pipeline_lib.ingest import Limits
-from pipeline_lib.ingest.lines import Segment, emit_document, expand, reject_all, splits
+from pipeline_lib.ingest.lines import (PATH, PATHS, TEXT, TEXTS, Segment, emit_document, expand,
+                                       reject_all, splits)
 from pipeline_lib.ingest.markup import empty_document, read_docs
 from pipeline_lib.ingest.plaintext import read_separated
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS = {"mono_sgml": {"src", "doc_types"}, "mono_text": {"src", "doc_separator"}}
+KEYS = {"mono_sgml": {"src": PATHS, "doc_types": TEXTS}, "mono_text": {"src": PATH, "doc_separator": TEXT}}
 
 
 def _splits(spec: dict) -> Iterator[tuple[str, dict]]:
@@ -54,7 +55,7 @@ def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejecte
         seen: set[str] = set()
         for path in expand(sub["src"]):
             for doc in read_docs(path, seg_tag="p"):
-                segs = [Segment(s.text, None, path, s.line, s.bad) for s in doc.segs]
+                segs = [Segment(t) for t in doc.texts()]
                 doc_id = doc.id or f"{path}:{doc.line}"
                 if doc.id is None:
                     yield from reject_all(corpus, segs, doc_id, IngestReason.MISSING_DOC_ID)

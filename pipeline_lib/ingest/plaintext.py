@@ -14,12 +14,16 @@ Spec keys (``corpora.<name>``)::
         doc_separator: "<d>"                  # without docids: a line equal to this separates
                                               # documents; default "" (a blank line)
 
-With ``docids`` the three files must have the same number of lines (else ``InputError``: no
-line can be trusted to pair) and a document is a run of equal ids; an id that comes back after
-another document is quarantined (``doc_id_not_contiguous``). With separators (Maruf et al. 2019
-put a ``<d>`` line between documents) each side is cut into documents independently; the sides
-must have the same number of documents, and a document whose sides differ in line count is
-quarantined whole. Separator-delimited documents get ids ``<src file name>#<ordinal>``.
+With ``docids`` the three files must have the same number of lines (else ``InputError`` naming
+every file and its count: no line can be trusted to pair) and a document is a run of equal ids;
+an id that comes back after another document is quarantined (``doc_id_not_contiguous``). With
+separators (Maruf et al. 2019 put a ``<d>`` line between documents) each side is cut into
+documents independently; the sides must have the same number of documents, and a document whose
+sides differ in line count is quarantined whole, the lines of both sides. Files without any
+separator are one document each: if their line counts differ nothing can realign them, so that
+is an ``InputError`` naming both files and both counts rather than a corpus quarantined whole.
+Separator-delimited documents get ids ``<src file name>#<ordinal>``. ``docids`` and
+``doc_separator`` exclude each other (the separator would be ignored).
 """
 
 from __future__ import annotations
@@ -28,16 +32,24 @@ from itertools import groupby, zip_longest
 from typing import Iterator
 
 from pipeline_lib.constants import IngestReason
-from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import (Line, Segment, emit_document, file_label, normalize,
-                                       read_lines, reject_all, splits)
+from pipeline_lib.ingest import InputError, Limits, SpecError
+from pipeline_lib.ingest.lines import (PATH, TEXT, Line, Segment, emit_document, file_label,
+                                       read_lines, reject, reject_all, reject_sides, splits,
+                                       text_of)
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS, REQUIRED = {"src", "tgt", "docids", "doc_separator"}, ("src", "tgt")
+KEYS, REQUIRED = {"src": PATH, "tgt": PATH, "docids": PATH, "doc_separator": TEXT}, ("src", "tgt")
+
+
+def _splits(spec: dict) -> Iterator[tuple[str, dict]]:
+    for split, sub in splits(spec, KEYS, REQUIRED):
+        if "docids" in sub and "doc_separator" in sub:
+            raise SpecError(f"split {split!r}: `docids` and `doc_separator` exclude each other")
+        yield split, sub
 
 
 def input_files(spec: dict) -> list[str]:
-    return [sub[k] for _, sub in splits(spec, KEYS, REQUIRED) for k in ("src", "tgt", "docids") if sub.get(k)]
+    return [sub[k] for _, sub in _splits(spec) for k in ("src", "tgt", "docids") if sub.get(k)]
 
 
 def documents(path: str, separator: str) -> Iterator[list[Line]]:
@@ -54,47 +66,82 @@ def documents(path: str, separator: str) -> Iterator[list[Line]]:
         yield doc
 
 
-def segment(line: Line, path: str, tgt: Line | None = None) -> Segment:
-    return Segment(normalize(line.text), None if tgt is None else [normalize(tgt.text)],
-                   path, line.no, line.bad or (tgt is not None and tgt.bad))
+def segment(line: Line, path: str, tgt: Line | None = None, tgt_path: str = "") -> Segment:
+    """A record from a source line and, where parallel, its target line (each keeps its file)."""
+    return Segment(text_of(line, path), None if tgt is None else [text_of(tgt, tgt_path)])
 
 
 def read_separated(corpus: str, split: str, sub: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     """Documents cut at separator lines, streamed; ``tgt`` optional (``mono_text`` reuses this)."""
     sep = sub.get("doc_separator", "").strip()
-    src_docs = documents(sub["src"], sep)
-    pairs = (zip_longest(src_docs, documents(sub["tgt"], sep)) if sub.get("tgt")
+    src_path, tgt_path = sub["src"], sub.get("tgt")
+    src_docs = documents(src_path, sep)
+    pairs = (zip_longest(src_docs, documents(tgt_path, sep)) if tgt_path
              else ((doc, None) for doc in src_docs))
+    held = None  # a first document whose sides differ, until we know whether another follows
+    k = -1
     for k, (src, tgt) in enumerate(pairs):
-        if src is None or (sub.get("tgt") and tgt is None):
-            short, other = (sub["src"], sub["tgt"]) if src is None else (sub["tgt"], sub["src"])
+        if src is None or (tgt_path and tgt is None):
+            short, other = (src_path, tgt_path) if src is None else (tgt_path, src_path)
             raise InputError(short, None, f"has {k} documents but {other} has more: "
                                           "separators do not line up")
-        doc_id = f"{file_label(sub['src'])}#{k:06d}"
+        if held is not None:
+            yield from held[0]
+            held = None
+        doc_id = f"{file_label(src_path)}#{k:06d}"
         if tgt is not None and len(src) != len(tgt):
-            yield from reject_all(corpus, [segment(line, sub["src"]) for line in src], doc_id,
-                                  IngestReason.SEG_COUNT_MISMATCH)
+            unpaired = _unpaired(corpus, doc_id, src, src_path, tgt, tgt_path)
+            if k == 0:
+                held = (unpaired, len(src), len(tgt))
+            else:
+                yield from unpaired
             continue
-        segs = [segment(s, sub["src"], t) for s, t in zip_longest(src, tgt or [])]
+        segs = [segment(s, src_path, t, tgt_path or "") for s, t in zip_longest(src, tgt or [])]
         yield from emit_document(corpus, split, doc_id, segs, limits)
+    if held is not None and k == 0:
+        _, n_src, n_tgt = held
+        raise InputError(src_path, None, f"has {n_src} lines but {tgt_path} has {n_tgt}, and "
+                                         f"neither has a document separator ({sep!r}) to realign "
+                                         "them: the files must be line-aligned")
+
+
+def _unpaired(corpus: str, doc_id: str, src: list[Line], src_path: str, tgt: list[Line],
+              tgt_path: str) -> list[Rejected]:
+    """A document whose sides differ in length: every line of both sides, quarantined."""
+    reason = IngestReason.SEG_COUNT_MISMATCH
+    return [*reject_all(corpus, [segment(line, src_path) for line in src], doc_id, reason),
+            *reject_sides(corpus, [text_of(line, tgt_path) for line in tgt], doc_id, reason)]
 
 
 def read_aligned(*paths: str) -> Iterator[tuple[Line, ...]]:
-    """Line-aligned files read side by side, streamed; a file that ends early breaks pairing."""
+    """Line-aligned files read side by side, streamed; files of different lengths are an error
+    naming every file and its line count (counted to the end, since the error stops the run)."""
+    last = [0] * len(paths)
+    uneven = False
     for row in zip_longest(*(read_lines(p) for p in paths)):
+        for i, line in enumerate(row):
+            if line is not None:
+                last[i] = line.no
         if None in row:
-            short = paths[row.index(None)]
-            longer, line = next((p, ln) for p, ln in zip(paths, row) if ln is not None)
-            raise InputError(short, None, f"ends after line {line.no - 1} but {longer} goes on")
-        yield row
+            uneven = True
+        elif not uneven:
+            yield row
+    if uneven:
+        counts = ", ".join(f"{p} has {n}" for p, n in zip(paths, last))
+        raise InputError(paths[last.index(min(last))], None,
+                         f"line counts differ ({counts}): the files must be line-aligned")
 
 
 def read_docids(corpus: str, split: str, sub: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     seen: set[str] = set()
     rows = read_aligned(sub["src"], sub["tgt"], sub["docids"])
     for doc_id, group in groupby(rows, key=lambda r: r[2].text.strip()):
-        segs = [segment(s, sub["src"], t) for s, t, _ in group]
-        if doc_id in seen:
+        group = list(group)
+        segs = [segment(s, sub["src"], t, sub["tgt"]) for s, t, _ in group]
+        if (fault := group[0][2].fault) is not None:  # the id itself is unreadable
+            for seg, (_, _, id_line) in zip(segs, group):
+                yield reject(corpus, seg, doc_id, fault, sub["docids"], id_line.no)
+        elif doc_id in seen:
             yield from reject_all(corpus, segs, doc_id, IngestReason.DOC_NOT_CONTIGUOUS)
         elif not doc_id:
             yield from reject_all(corpus, segs, doc_id, IngestReason.MISSING_DOC_ID)
@@ -104,7 +151,7 @@ def read_docids(corpus: str, split: str, sub: dict, limits: Limits) -> Iterator[
 
 
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
-    for split, sub in splits(spec, KEYS, REQUIRED):
+    for split, sub in _splits(spec):
         if sub.get("docids"):
             yield from read_docids(corpus, split, sub, limits)
         else:

@@ -24,11 +24,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from pipeline_lib.ingest import Limits
-from pipeline_lib.ingest.lines import as_list, splits
+from pipeline_lib.ingest.lines import PATH, PATHS, as_list, splits
 from pipeline_lib.ingest.markup import align, read_docs, sets_of
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS, REQUIRED = {"src", "tgt"}, ("src", "tgt")
+KEYS, REQUIRED = {"src": PATH, "tgt": PATHS}, ("src", "tgt")
 
 
 def input_files(spec: dict) -> list[str]:

@@ -13,8 +13,12 @@ Layout: ``<dataset><collection><doc id=...><src lang=..><p><seg id=..>`` and one
 ``<ref lang=.. translator=..>`` per reference with the same ``<p><seg>`` structure (``<hyp>``
 system outputs are ignored). Unlike the older SGML these files are well-formed XML, so they are
 parsed strictly with the standard library's expat (which gives line numbers); a file expat
-refuses, undecodable bytes included, raises ``InputError``. Segments pair by ``seg id`` within a
-document; the document-level checks are those of ``markup.align`` (shared with ``sgml``).
+refuses raises ``InputError``: undecodable bytes and control characters (XML forbids C0 controls
+other than tab and line ends), and a file that ends inside an element (truncated), reported at
+the line where the innermost open element began. A file in UTF-16/32 is refused before parsing
+(``lines.check_encoding``), as for every reader; a byte-order mark inside a segment is removed
+and counted. Segments pair by ``seg id`` within a document; the document-level checks are those
+of ``markup.align`` (shared with ``sgml``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,19 @@ from __future__ import annotations
 from typing import Iterator
 from xml.parsers import expat
 
+from pipeline_lib.constants import IngestReason, IngestRepair
 from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import normalize, splits
-from pipeline_lib.ingest.markup import Doc, Seg, align
+from pipeline_lib.ingest.lines import (PATH, SNIFF_BYTES, TEXTS, Fault, check_encoding,
+                                       normalize, note_repair, splits)
+from pipeline_lib.ingest.markup import Doc, Seg, align, control_reference
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS = {"src", "translators"}
+KEYS = {"src": PATH, "translators": TEXTS}
+# expat errors that mean the input stopped before the document did
+_CUT = {expat.errors.codes[m] for m in (expat.errors.XML_ERROR_NO_ELEMENTS,
+                                        expat.errors.XML_ERROR_UNCLOSED_TOKEN,
+                                        expat.errors.XML_ERROR_PARTIAL_CHAR,
+                                        expat.errors.XML_ERROR_UNCLOSED_CDATA_SECTION)}
 
 
 def input_files(spec: dict) -> list[str]:
@@ -45,9 +56,11 @@ class _Collector:
         self.side: Doc | None = None              # the <src> or <ref> being read; None in <hyp>
         self.seg: Seg | None = None
         self.parts: list[str] = []
+        self.open: list[tuple[str, int]] = []    # (element, line) not closed yet
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         line = self.parser.CurrentLineNumber
+        self.open.append((name, line))
         if name == "doc":
             self.doc_id = attrs.get("id")
         elif name in ("src", "ref"):
@@ -57,11 +70,18 @@ class _Collector:
             else:
                 self.refs.setdefault(attrs.get("translator", ""), []).append(self.side)
         elif name == "seg" and self.side is not None:
-            self.seg, self.parts = Seg(attrs.get("id"), "", line, False), []
+            self.seg, self.parts = Seg(attrs.get("id"), "", line), []
 
     def end(self, name: str) -> None:
+        self.open.pop()
         if name == "seg" and self.seg is not None:
-            self.seg.text = normalize("".join(self.parts))
+            raw = "".join(self.parts)
+            if "\ufeff" in raw:
+                note_repair(IngestRepair.STRAY_BOM, raw.count("\ufeff"))
+                raw = raw.replace("\ufeff", "")
+            if control_reference(raw):
+                self.seg.fault = Fault(IngestReason.CONTROL_CHARACTER, self.seg.line)
+            self.seg.text = normalize(raw)
             self.side.segs.append(self.seg)
             self.seg = None
         elif name in ("src", "ref"):
@@ -80,8 +100,14 @@ def parse(path: str) -> tuple[list[Doc], dict[str, list[Doc]]]:
     parser.CharacterDataHandler = c.text
     try:
         with open(path, "rb") as f:
+            check_encoding(path, f.read(SNIFF_BYTES))
+            f.seek(0)
             parser.ParseFile(f)
     except expat.ExpatError as e:
+        if e.code in _CUT and c.open:
+            name, line = c.open[-1]
+            raise InputError(path, line, f"<{name}> opened here is never closed; the file ends "
+                                         f"inside it (line {e.lineno}): truncated?") from None
         raise InputError(path, e.lineno, f"malformed XML: {expat.ErrorString(e.code)}") from None
     except OSError as e:
         raise InputError(path, None, f"cannot open: {e.strerror or e}") from None

@@ -57,6 +57,7 @@ import re
 import sys
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -64,6 +65,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline_lib.atomic import atomic_output
 from pipeline_lib.constants import MANIFEST_FILE, QUARANTINE_FILE, ParseReason
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.schema import Rejected, quarantine_writer
@@ -223,8 +225,8 @@ def parse_shard(docs: Path, side: str, model: Path | dict, shard: int, num_shard
             for name, val in zip(("words", "upos", "heads", "deprels"), (p_words, upos, heads, deprels)):
                 columns[name].append(val)
             counts[f"parsed:{row['split']}"] += 1
-        pq.write_table(pa.table(columns, schema=PARSE_SCHEMA), str(out_dir / SHARD_FILE),
-                       compression="zstd")
+        with atomic_output(out_dir / SHARD_FILE) as tmp:
+            pq.write_table(pa.table(columns, schema=PARSE_SCHEMA), str(tmp), compression="zstd")
         counts["quarantined"] = bad.count
     parsed = len(columns["words"])
     manifest.counts = {"selected_rows": [lo, hi], "parsed": parsed, **counts,
@@ -242,9 +244,11 @@ def merge(shards: dict[str, list[Path]], out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     per_split: dict[str, Counter] = {}
     shard_manifests = []
-    with quarantine_writer(out_dir / QUARANTINE_FILE) as bad:
+    # every output is renamed into place when the block ends, none if a shard cannot be read
+    with ExitStack() as outputs, quarantine_writer(out_dir / QUARANTINE_FILE) as bad:
         for side, dirs in shards.items():
-            with pq.ParquetWriter(str(out_dir / f"{side}.parquet"), PARSE_SCHEMA, compression="zstd") as w:
+            tmp = outputs.enter_context(atomic_output(out_dir / f"{side}.parquet"))
+            with pq.ParquetWriter(str(tmp), PARSE_SCHEMA, compression="zstd") as w:
                 for d in dirs:
                     part = pq.read_table(str(d / SHARD_FILE))
                     w.write_table(part)

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.constants import MANIFEST_FILE, STANZA_MODEL_FILE
 from pipeline_lib.ingest.download import DownloadError, fetch
 from pipeline_lib.manifest import Manifest
@@ -375,7 +376,7 @@ def provide(lang: str, cfg: StanzaConfig, shared_dir: Path, resources_dir: Path,
         else:
             desc = train_models(lang, tb_dir, tb, trained_dir, cfg.training, threads)
             desc["evaluation"] = evaluate(desc, tb_dir / tb.file("test"), threads)
-            kept.write_text(json.dumps(desc, indent=2) + "\n")
+            write_text(kept, json.dumps(desc, indent=2) + "\n")
             return desc
     else:
         tried.append("training disabled" if not cfg.train else f"no stanza.treebanks.{lang}")
@@ -406,8 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest.add_input(desc["training"]["treebank_dir"])
     manifest.extra = {"source": desc["source"], "reused": desc.get("reused", False),
                       "evaluation": desc.get("evaluation"), "training": desc.get("training")}
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / STANZA_MODEL_FILE).write_text(json.dumps(desc, indent=2) + "\n")
+    write_text(args.out_dir / STANZA_MODEL_FILE, json.dumps(desc, indent=2) + "\n")
     manifest.write(args.out_dir / MANIFEST_FILE)
     log.info("%s: stanza models from %s%s %s", args.lang, desc["source"],
              " (reused)" if desc.get("reused") else "", desc.get("evaluation") or "")

@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import sentencepiece as spm
 
+from pipeline_lib.atomic import atomic_output
 from pipeline_lib.constants import (BOS_ID, DOC_SEP, EOS_ID, MANIFEST_FILE, MASK_GAP, MASK_TOKEN,
                                     PAD_ID, QUARANTINE_FILE, SENT_BREAK, UNK_ID, Split, lang_tag)
 from pipeline_lib.manifest import Manifest, sha256_file
@@ -140,7 +141,7 @@ def train(docs_paths: Sequence[Path], out_dir: Path, cfg: BpeConfig, src_lang: s
         # Sentence sampling (input_sentence_size) is random: seed it for reproducible models.
         spm.set_random_generator_seed(cfg.seed)
         spm.SentencePieceTrainer.train(
-            input=str(text), model_prefix=str(out_dir / SPM_PREFIX), model_type="bpe",
+            input=str(text), model_prefix=str(Path(tmp) / SPM_PREFIX), model_type="bpe",
             vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             user_defined_symbols=symbols, input_sentence_size=cfg.input_sentence_size,
@@ -149,6 +150,9 @@ def train(docs_paths: Sequence[Path], out_dir: Path, cfg: BpeConfig, src_lang: s
             # Small corpora (tests, smoke runs) cannot always fill the vocabulary.
             hard_vocab_limit=False,
         )
+        # trained in the scratch folder, renamed into place only once both files are complete
+        for suffix in (".model", ".vocab"):
+            (Path(tmp) / f"{SPM_PREFIX}{suffix}").replace(out_dir / f"{SPM_PREFIX}{suffix}")
     sp = spm.SentencePieceProcessor(model_file=str(out_dir / f"{SPM_PREFIX}.model"))
     manifest.counts = {"training_lines": n_lines, "vocab_size": sp.get_piece_size()}
     manifest.extra = {"user_symbols": {s: sp.piece_to_id(s) for s in symbols},
@@ -218,8 +222,9 @@ def encode_corpus(docs: Path, model: Path, out_dir: Path, parse_src: Path | None
               "src_unk": 0, "tgt_unk": 0}
     cols = ["corpus", "split", "doc_id", "sent_idx", "src", "tgt", "has_context",
             "origin_file", "origin_line"]
-    writer = pq.ParquetWriter(str(out_dir / ENCODED_FILE), ENCODED_SCHEMA, compression="zstd")
-    with quarantine_writer(out_dir / QUARANTINE_FILE) as bad:
+    with atomic_output(out_dir / ENCODED_FILE) as encoded, \
+            pq.ParquetWriter(str(encoded), ENCODED_SCHEMA, compression="zstd") as writer, \
+            quarantine_writer(out_dir / QUARANTINE_FILE) as bad:
         # Small batches: sentencepiece protos are ~1 kB per sentence, so memory stays flat.
         for batch in stream_batches(docs, cols, batch_size=batch_rows):
             rows = batch.to_pylist()
@@ -260,9 +265,8 @@ def encode_corpus(docs: Path, model: Path, out_dir: Path, parse_src: Path | None
                 out["src_text"].append(s_txt)
                 out["tgt_text"].append(t_txt)
             writer.write_table(pa.table(out, schema=ENCODED_SCHEMA))
-    writer.close()
-    for c in cursors.values():
-        c.check_exhausted()
+        for c in cursors.values():  # inside the block: a failed check leaves no output
+            c.check_exhausted()
     manifest.counts = counts
     return manifest.write(out_dir / MANIFEST_FILE)
 

@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sentencepiece import sentencepiece_model_pb2
 
+from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import stream_batches
 from pipeline_lib.constants import MANIFEST_FILE, MASK_GAP, MASK_TOKEN, Split
 from pipeline_lib.manifest import Manifest
@@ -262,7 +263,8 @@ def make_restore(encoded: Path, model: Path, out_dir: Path, cfg: NoiseConfig,
     stats = MaskStats()
     counts = {"subdocuments": 0, "sentences": 0, "gaps": 0, "expected_gaps": 0}
     buf: list[dict] = []
-    with pq.ParquetWriter(str(out_dir / RESTORE_FILE), RESTORE_SCHEMA, compression="zstd") as w:
+    with atomic_output(out_dir / RESTORE_FILE) as tmp, \
+            pq.ParquetWriter(str(tmp), RESTORE_SCHEMA, compression="zstd") as w:
         for row in iter_restore_rows(encoded, split, cfg, vocab, stats, counts):
             buf.append(row)
             if len(buf) >= row_group_rows:

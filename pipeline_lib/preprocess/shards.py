@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
 from pipeline_lib.constants import MANIFEST_FILE, QUARANTINE_FILE, Split
 from pipeline_lib.manifest import Manifest
@@ -131,7 +132,16 @@ def _unusable(row: dict, max_len: int) -> str | None:
 
 
 def make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig) -> dict:
-    """Write all shard directories under ``out_dir`` and a manifest with per-directory counts."""
+    """Write all shard directories under ``out_dir`` and a manifest with per-directory counts.
+
+    The whole tree is built under a partial name and renamed to ``out_dir`` when complete, so a
+    failure leaves no shard directory that a trainer could take for a finished one.
+    """
+    with atomic_output(out_dir) as tmp:
+        return _make_shards(encoded, restore, tmp, cfg)
+
+
+def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig) -> dict:
     manifest = Manifest(stage="make_shards", params=asdict(cfg))
     manifest.add_input(encoded)
     writers: dict[tuple[str, str], ShardWriter] = {}

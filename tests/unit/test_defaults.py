@@ -18,7 +18,8 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 @pytest.fixture(scope="module")
 def defaults() -> dict:
-    config = {"src_lang": "es", "tgt_lang": "en", "corpora": {"c": {"reader": "bible"}}}
+    config = {"src_lang": "es", "tgt_lang": "en", "corpora": {"c": {
+        "reader": "bible", "src_module": "spaRV1909eb", "tgt_module": "engWEB2015eb"}}}
     validate(config, str(SCHEMA))
     return config
 

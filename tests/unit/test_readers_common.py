@@ -35,6 +35,16 @@ def reasons(rejected: list[Rejected]) -> Counter:
     return Counter(r.reason for r in rejected)
 
 
+def sides_out(kept: list[Sentence], rejected: list[Rejected]) -> int:
+    """Input segments the output accounts for: both sides of a kept pair, each side a quarantined
+    record holds (a document without segments is a record holding none). Readers must account
+    for every segment of every input file exactly once, so this equals an independent count of
+    the segments in all input files."""
+    return (sum(1 + len(s.tgt or []) for s in kept)
+            + sum(r.record.count(" ||| ") + 1 for r in rejected
+                  if r.reason != "document_without_segments"))
+
+
 def count_matches(path: Path, pattern: bytes) -> int:
     """Independent record count: a byte regex over the raw file, no reader code involved."""
     return len(re.findall(pattern, path.read_bytes()))
@@ -65,7 +75,7 @@ def test_read_lines_flags_undecodable_bytes_and_reads_gzip(tmp_path: Path):
         f.write(raw)
     for name in ("a.txt", "a.txt.gz"):
         lines = list(read_lines(str(tmp_path / name)))
-        assert [(ln.no, ln.bad) for ln in lines] == [(1, False), (2, True), (3, False)]
+        assert [(ln.no, ln.fault) for ln in lines] == [(1, None), (2, "undecodable_bytes"), (3, None)]
         assert lines[0].text == "zeile eins" and lines[2].text == "fin"
 
 
@@ -112,12 +122,13 @@ def test_cli_writes_docs_quarantine_and_manifest(tmp_path: Path):
     bad = pq.read_table(out / "quarantine.parquet").to_pylist()
     manifest = json.loads((out / "manifest.json").read_text())
     assert len(docs) == manifest["counts"]["kept"] == 6
-    assert len(bad) == manifest["counts"]["quarantined"] == manifest["rejected_total"] == 8
+    assert len(bad) == manifest["counts"]["quarantined"] == manifest["rejected_total"] == 13
     assert manifest["counts"]["documents"] == {"test": 3}
     assert set(manifest["inputs"]) == {spec["splits"]["test"]["src"], spec["splits"]["test"]["tgt"]}
     assert all(len(r["tgt"]) == 2 for r in docs)
     assert {r["stage"] for r in bad} == {"ingest"}
-    assert manifest["rejected"]["segment_count_mismatch"] == 2
+    assert manifest["rejected"]["segment_count_mismatch"] == 2 + 5  # source and reference sides
+    assert manifest["repaired"] == {}
 
 
 def test_cli_reports_unreadable_input_with_exit_code(tmp_path: Path):

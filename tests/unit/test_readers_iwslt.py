@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_readers_common import DATA, assert_document_order, count_matches, reasons, run
+from test_readers_common import DATA, assert_document_order, count_matches, reasons, run, sides_out
 
 from pipeline_lib.ingest import InputError, Limits
 
@@ -14,9 +14,12 @@ XML = {"src": str(D / "IWSLT17.TED.dev2010.en-de.en.xml"), "tgt": str(D / "IWSLT
 
 def test_train_tags_talks_are_documents_and_headers_are_not_segments():
     kept, bad = run({"reader": "iwslt", "splits": {"train": TAGS}})
-    text_lines = [ln for ln in (D / "train.tags.en-de.en").read_text().splitlines() if not ln.startswith("<")]
-    assert len(kept) + len(bad) == len(text_lines) == 7
-    assert reasons(bad) == {"empty_segment": 1, "segment_count_mismatch": 2, "missing_reference": 1}
+    text_lines = {side: [ln for ln in (D / f"train.tags.en-de.{side}").read_text().splitlines()
+                         if not ln.startswith("<")] for side in ("en", "de")}
+    assert sides_out(kept, bad) == len(text_lines["en"]) + len(text_lines["de"]) == 7 + 5
+    # talk 102 does not pair: its English and German lines are quarantined, each on its own
+    assert len(kept) + len(bad) == 7 + 1
+    assert reasons(bad) == {"empty_segment": 1, "segment_count_mismatch": 2 + 1, "missing_reference": 1}
     assert_document_order(kept)
     assert [(s.doc_id, s.sent_idx, s.src, s.tgt) for s in kept] == [
         ("101", 0, "Thank you so much.", ["Vielen Dank."]),
@@ -49,7 +52,7 @@ def test_long_and_undecodable_lines_are_quarantined_without_breaking_alignment(t
     src.write_bytes((D / "train.tags.en-de.en").read_bytes().replace(b"It's been great.", b"It\xff been great."))
     kept, bad = run({"reader": "iwslt", "splits": {"train": {"src": str(src), "tgt": TAGS["tgt"]}}},
                     limits=Limits(max_line_chars=20))
-    assert len(kept) + len(bad) == 7
-    assert reasons(bad) == {"empty_segment": 1, "segment_count_mismatch": 2, "missing_reference": 1,
+    assert len(kept) + len(bad) == 8
+    assert reasons(bad) == {"empty_segment": 1, "segment_count_mismatch": 3, "missing_reference": 1,
                             "undecodable_bytes": 1, "too_long": 1}
     assert [(s.src, s.tgt) for s in kept] == [("Thank you so much.", ["Vielen Dank."])]

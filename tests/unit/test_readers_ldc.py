@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_readers_common import DATA, assert_document_order, count_matches, reasons, run
+from test_readers_common import DATA, assert_document_order, count_matches, reasons, run, sides_out
 
 from pipeline_lib.ingest import InputError, reader_module
 
@@ -14,9 +14,11 @@ DOC_SPEC = {"reader": "ldc_doc", "splits": {"train": {
 
 def test_ldc_doc_pairs_documents_across_files_and_translators():
     kept, bad = run(DOC_SPEC)
-    n_src = sum(count_matches(p, rb"<seg[\s>]") for p in (D / "src").glob("*.sgm"))
-    assert len(kept) + len(bad) == n_src == 6
-    assert reasons(bad) == {"segment_id_mismatch": 1}
+    n = {d: sum(count_matches(p, rb"<seg[\s>]") for p in (D / d).glob("*.sgm")) for d in ("src", "E01", "E02")}
+    assert sides_out(kept, bad) == n["src"] + n["E01"] + n["E02"] == 6 * 3
+    # AFC20000102.0002 does not pair (E02 numbers its segment 7): source, E01 and E02 quarantined
+    assert len(kept) + len(bad) == n["src"] + 2
+    assert reasons(bad) == {"segment_id_mismatch": 3}
     assert_document_order(kept)
     assert kept[0].src == "新华社 北京 一月 一日 电"  # headline segments are translated too
     assert kept[2].tgt == ["Second paragraph, second sentence & others (E01)",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_readers_common import DATA, assert_document_order, count_matches, reasons, run
+from test_readers_common import DATA, assert_document_order, count_matches, reasons, run, sides_out
 
 from pipeline_lib.ingest import InputError
 
@@ -26,10 +26,15 @@ def orphan_ref_segments() -> int:
 
 def test_every_segment_is_kept_or_quarantined_with_its_reason():
     kept, bad = run(spec(str(REF)))
-    assert len(kept) + len(bad) == count_matches(SRC, rb"<seg[\s>]") + orphan_ref_segments() == 14
-    assert reasons(bad) == {"empty_segment": 1, "segment_count_mismatch": 2, "too_long": 1,
+    # records: every source segment, plus the reference segments of documents that do not pair
+    # (AFP.0003: 2 + 3) and of the reference document without a source (AFP.0099)
+    assert len(kept) + len(bad) == count_matches(SRC, rb"<seg[\s>]") + 5 + orphan_ref_segments() == 19
+    seg = rb"<seg[\s>]"
+    assert sides_out(kept, bad) == count_matches(SRC, seg) + count_matches(REF, seg) == 13 + 24
+    assert reasons(bad) == {"empty_segment": 1, "segment_count_mismatch": 2 + 5, "too_long": 1,
                             "undecodable_bytes": 1, "missing_reference": 2,
                             "reference_without_source": 1}
+    assert {r.origin_file for r in bad if r.reason == "segment_count_mismatch"} == {str(SRC), str(REF)}
     assert_document_order(kept)
     by_reason = {r.reason: r for r in bad}
     assert (by_reason["undecodable_bytes"].doc_id, by_reason["undecodable_bytes"].origin_line) == ("AFP.0005", 26)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_readers_common import DATA, assert_document_order, reasons, run
+from test_readers_common import DATA, assert_document_order, reasons, run, sides_out
 
 from pipeline_lib.ingest import InputError, Limits
 
@@ -16,11 +16,14 @@ def spec(**extra) -> dict:
     return {"reader": "wmt_xml", "splits": {"test": {"src": str(FILE), **extra}}}
 
 
-def test_every_source_segment_is_kept_or_quarantined():
+def test_every_source_and_reference_segment_is_kept_or_quarantined():
     kept, bad = run(spec())
-    n_src = len(ET.parse(FILE).getroot().findall(".//doc/src//seg"))  # independent count
-    assert len(kept) + len(bad) == n_src == 8
-    assert reasons(bad) == {"segment_count_mismatch": 2, "empty_segment": 1}
+    root = ET.parse(FILE).getroot()  # independent counts
+    n_src, n_ref = len(root.findall(".//doc/src//seg")), len(root.findall(".//doc/ref//seg"))
+    assert sides_out(kept, bad) == n_src + n_ref == 8 + 15
+    # news_2 does not pair: its 2 source and 1 + 2 reference segments are quarantined
+    assert len(kept) + len(bad) == n_src + 3 == 11
+    assert reasons(bad) == {"segment_count_mismatch": 2 + 3, "empty_segment": 1}
     assert_document_order(kept)
     assert [s.doc_id for s in kept] == ["news_1"] * 3 + ["news_3"] * 2
 
@@ -46,8 +49,8 @@ def test_malformed_xml_is_an_input_error_with_line():
 
 def test_long_segments_are_quarantined_and_undecodable_files_refused(tmp_path):
     kept, bad = run(spec(), limits=Limits(max_line_chars=20))
-    assert len(kept) + len(bad) == 8
-    assert reasons(bad) == {"segment_count_mismatch": 2, "empty_segment": 1, "too_long": 2}
+    assert len(kept) + len(bad) == 11
+    assert reasons(bad) == {"segment_count_mismatch": 5, "empty_segment": 1, "too_long": 2}
     latin1 = tmp_path / "latin1.xml"
     latin1.write_bytes(FILE.read_bytes().replace(b"The second sentence.", b"Caf\xe9."))
     with pytest.raises(InputError, match="malformed XML") as e:

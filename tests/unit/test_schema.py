@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from pipeline_lib.preprocess.noise import iter_units
 from pipeline_lib.schema import DOC_SCHEMA, Sentence, doc_writer
@@ -35,3 +36,17 @@ def test_empty_writer_leaves_a_valid_file(tmp_path: Path):
         pass
     assert pq.read_table(path).num_rows == 0
     assert list(iter_units(path, DOC_KEY)) == []
+
+
+def test_failure_while_writing_leaves_no_file(tmp_path: Path):
+    """A reader that raises halfway: no docs.parquet with the rows read so far (issue 11, item 6)."""
+    path = tmp_path / "docs.parquet"
+
+    def rows_then_error():
+        yield from _rows()
+        raise ValueError("input ends in the middle of a segment")
+
+    with pytest.raises(ValueError):
+        with doc_writer(path, row_group_size=2) as w:
+            w.write_all(rows_then_error())
+    assert list(tmp_path.iterdir()) == []

@@ -127,3 +127,20 @@ def test_verify_accepts_and_catches_bad_index(written, tmp_path):
                    bad / "doc/train" / shards.INDEX_FILE)
     with pytest.raises(ValueError, match="index says rows"):
         shards.verify(bad)
+
+
+def test_failed_run_leaves_no_shard_directory(written, tmp_path, monkeypatch):
+    """make_shards builds the tree under a partial name: a failure halfway leaves nothing."""
+    out, *_ = written
+    calls = []
+
+    def fail_on_the_50th_row(row, max_len):
+        calls.append(row)
+        if len(calls) == 50:
+            raise OSError("disk full")
+        return None
+
+    monkeypatch.setattr(shards, "_unusable", fail_on_the_50th_row)
+    with pytest.raises(OSError, match="disk full"):
+        shards.make_shards(out.parent / "enc.parquet", None, tmp_path / "shards", CFG)
+    assert list(tmp_path.iterdir()) == []
