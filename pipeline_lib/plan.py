@@ -83,6 +83,7 @@ class TrainJob:
     dev_corpus: str              # corpus whose dev shards validate it
     init_from: str | None        # job whose checkpoint initialises it
     aux: str | None              # second shard task (restore | doc) on a share of the updates
+    aux_corpus: str | None = None  # corpus of the aux shards (None = ``corpus``)
 
     def config_json(self) -> str:
         """The trainer's ``--config-json`` (also the rule's params rerun trigger)."""
@@ -190,6 +191,7 @@ class Plan:
             dev_corpus=cfg["train"]["dev_corpus"] or corpus,
             init_from=init,
             aux=aux,
+            aux_corpus=(s["aux_corpus"] or corpus) if aux else None,
         )
 
     # --- matched controls ----------------------------------------------------------------
@@ -233,7 +235,7 @@ class Plan:
                                                                 else f"_{job.data}"),
                             model=dict(base.model), train={**train, "freeze": []},
                             data=job.data, corpus=job.corpus, dev_corpus=job.dev_corpus,
-                            init_from=base.name, aux=None)
+                            init_from=base.name, aux=None, aux_corpus=None)
         updates, j = 0, job
         while j is not None:
             share = 1.0 - j.train.get("aux_ratio", 0.0) if j.aux == "restore" else 1.0
@@ -244,7 +246,7 @@ class Plan:
                         train={**{k: v for k, v in root.train.items() if k != "aux_ratio"},
                                "max_steps": updates, "init_from": None, "freeze": []},
                         data="sent", corpus=job.corpus, dev_corpus=job.dev_corpus,
-                        init_from=None, aux=None)
+                        init_from=None, aux=None, aux_corpus=None)
 
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
         return self.out("train_model", job, "checkpoints", which)
@@ -256,7 +258,18 @@ class Plan:
     def aux_flag(self, job: str) -> str:
         """``--aux-shards DIR`` of a job with a second data stream (cross-task), else ""."""
         j = self.jobs[job]
-        return f"--aux-shards {self.out('make_shards', j.corpus, j.aux, 'train')}" if j.aux else ""
+        if not j.aux:
+            return ""
+        split = "mono" if j.aux == "restore" and self._has_split(j.aux_corpus, "mono") else "train"
+        return f"--aux-shards {self.out('make_shards', j.aux_corpus, j.aux, split)}"
+
+    def _has_split(self, corpus: str, split: str) -> bool:
+        return split in self.config["corpora"][corpus].get("splits", {})
+
+    def aux_inputs(self, job: str) -> list[str]:
+        """The shard folder of a job's aux corpus (declared: another corpus's shards rerun it)."""
+        j = self.jobs[job]
+        return [self.out("make_shards", j.aux_corpus)] if j.aux else []
 
     def job_regex(self) -> str:
         """Wildcard constraint matching exactly the training job names (longest first)."""
@@ -343,5 +356,5 @@ class Plan:
 
 def _same_training(a: TrainJob, b: TrainJob) -> bool:
     """Whether two jobs train the same model the same way on the same data (names aside)."""
-    return (a.model, a.train, a.data, a.corpus, a.dev_corpus, a.init_from, a.aux) == \
-        (b.model, b.train, b.data, b.corpus, b.dev_corpus, b.init_from, b.aux)
+    return (a.model, a.train, a.data, a.corpus, a.dev_corpus, a.init_from, a.aux, a.aux_corpus) == \
+        (b.model, b.train, b.data, b.corpus, b.dev_corpus, b.init_from, b.aux, b.aux_corpus)

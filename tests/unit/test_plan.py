@@ -144,3 +144,18 @@ def test_a_control_equal_to_an_existing_job_is_that_job():
     assert plan.controls["dbsa"] == "transformer"
     off = Plan(load_config(overrides={"score": {"matched_controls": False}}))
     assert off.controls == {} and "transformer_plus150" not in off.jobs
+
+
+def test_pretraining_can_read_another_corpus_restoration_instances():
+    """Chen et al.'s "with resources" rows: translation pairs of one corpus, restoration
+    instances of a monolingual document corpus (its mono split)."""
+    plan = Plan(load_config(overrides={
+        "corpora": {"gigaword": {"reader": "mono_text", "splits": {"mono": {"src": "g.txt"}}}},
+        "model_settings": {"crosstask_pretrain": {"aux_corpus": "gigaword"}}}))
+    job = plan.jobs["crosstask_pretrain"]
+    assert job.corpus == "bible" and job.aux_corpus == "gigaword"
+    assert plan.aux_flag("crosstask_pretrain") == \
+        "--aux-shards results/make_shards/gigaword/restore/mono"
+    assert plan.aux_inputs("crosstask_pretrain") == ["results/make_shards/gigaword"]
+    assert plan.aux_flag("crosstask") == "--aux-shards results/make_shards/bible/doc/train"
+    assert plan.aux_inputs("transformer") == []

@@ -11,6 +11,7 @@ rule train_model:
     input:
         shards=lambda wc: plan.out("make_shards", plan.jobs[wc.model].corpus),
         dev_shards=lambda wc: plan.out("make_shards", plan.jobs[wc.model].dev_corpus),
+        aux_shards=lambda wc: plan.aux_inputs(wc.model),
         spm=plan.out("train_bpe", "spm.model"),
         init=lambda wc: plan.init_inputs(wc.model),
     output:
