@@ -24,40 +24,43 @@ readers can stream documents without sorting.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Iterable
 
 from pipeline_lib.atomic import commit, discard, partial_name
 
-DOC_SCHEMA = pa.schema(
-    [
-        ("corpus", pa.string()),
-        ("split", pa.string()),
-        ("doc_id", pa.string()),
-        ("sent_idx", pa.int32()),
-        ("src", pa.string()),
-        ("tgt", pa.list_(pa.string())),
-        ("has_context", pa.bool_()),
-        ("origin_file", pa.string()),
-        ("origin_line", pa.int64()),
-    ]
-)
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        ("stage", pa.string()),
-        ("corpus", pa.string()),
-        ("origin_file", pa.string()),
-        ("origin_line", pa.int64()),
-        ("doc_id", pa.string()),
-        ("reason", pa.string()),
-        ("record", pa.string()),
-    ]
-)
+# Column name -> pyarrow type name (pyarrow.<name>()); "list" = list of strings. The Arrow schemas
+# are built on first use (``DOC_SCHEMA``, ``QUARANTINE_SCHEMA`` through the module's
+# ``__getattr__``): the readers import this module, and planning the DAG must not import pyarrow.
+_COLUMNS = {
+    "DOC_SCHEMA": [("corpus", "string"), ("split", "string"), ("doc_id", "string"),
+                   ("sent_idx", "int32"), ("src", "string"), ("tgt", "list"),
+                   ("has_context", "bool_"), ("origin_file", "string"), ("origin_line", "int64")],
+    "QUARANTINE_SCHEMA": [("stage", "string"), ("corpus", "string"), ("origin_file", "string"),
+                          ("origin_line", "int64"), ("doc_id", "string"), ("reason", "string"),
+                          ("record", "string")],
+}
+
+
+@functools.cache
+def arrow_schema(name: str):
+    """The pyarrow schema ``name`` (``DOC_SCHEMA`` or ``QUARANTINE_SCHEMA``)."""
+    import pyarrow as pa
+
+    return pa.schema([(col, pa.list_(pa.string()) if kind == "list" else getattr(pa, kind)())
+                      for col, kind in _COLUMNS[name]])
+
+
+def __getattr__(name: str):
+    if name in _COLUMNS:
+        return arrow_schema(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -106,6 +109,8 @@ class RowWriter:
     _tmp: Path | None = None
 
     def __enter__(self) -> "RowWriter":
+        import pyarrow.parquet as pq
+
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._tmp = partial_name(self.path)
         self._writer = pq.ParquetWriter(str(self._tmp), self.schema, compression="zstd")
@@ -122,6 +127,8 @@ class RowWriter:
             self.write(row)
 
     def _flush(self) -> None:
+        import pyarrow as pa
+
         if not self._buffer:
             return
         columns = {name: [getattr(r, name) for r in self._buffer] for name in self.schema.names}
@@ -145,8 +152,8 @@ class RowWriter:
 
 
 def doc_writer(path: Path, **kw) -> RowWriter:
-    return RowWriter(Path(path), DOC_SCHEMA, **kw)
+    return RowWriter(Path(path), arrow_schema("DOC_SCHEMA"), **kw)
 
 
 def quarantine_writer(path: Path, **kw) -> RowWriter:
-    return RowWriter(Path(path), QUARANTINE_SCHEMA, **kw)
+    return RowWriter(Path(path), arrow_schema("QUARANTINE_SCHEMA"), **kw)

@@ -1,11 +1,14 @@
 """Each rule's conda environment (envs/*.yaml, `--software-deployment-method conda`) lists every
-third-party module the code its rule runs imports."""
+third-party module the code its rule runs imports, and building the DAG imports none of the
+stages' libraries (the Snakemake driver needs only snakemake, pyyaml and jsonschema)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,24 @@ def test_environment_lists_what_the_rule_imports(rule, env, modules):
     needed = {PACKAGE.get(n, n).lower() for n in _third_party(modules)}
     missing = needed - _env_packages(env)
     assert not missing, f"rule {rule}: envs/{env} lacks {sorted(missing)} (imported by {modules})"
+
+
+def test_building_the_dag_imports_no_stage_library():
+    """What the Snakefile does before any job runs: validate, plan, list every rule's inputs."""
+    code = textwrap.dedent("""
+        import sys
+        from pipeline_lib.plan import Plan, load_config
+        for preset in (None, "jiang2019_es-en_ted", "chen2021_en-de_ted"):
+            plan = Plan(load_config(overrides={"preset": preset} if preset else None))
+            plan.final_targets(), plan.test_set_args(), plan.systems
+            for corpus in plan.corpora:
+                plan.ingest_inputs(corpus)
+        # numpy is not listed: snakemake imports it itself (yte, its config templating)
+        heavy = ("torch", "pysword", "stanza", "sentencepiece", "pyarrow", "pandas",
+                 "sacrebleu", "matplotlib")
+        print(sorted(m for m in heavy if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[]", out.stdout
