@@ -31,6 +31,7 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 PRESET_DIR = ROOT / "config" / "presets"
 THIRD_PARTY = ROOT / "third_party"
+HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword dependency heads
 
 
 
@@ -134,9 +135,23 @@ class Plan:
         return reader_module(spec["reader"]).input_files(spec)
 
     @property
+    def head_corpora(self) -> list[str]:
+        """Corpora whose parses some job trains on (``data: heads``: the DBSA supervision); only
+        these are parsed, and a setup without such a job runs no stanza at all."""
+        return list(dict.fromkeys(c for j in self.jobs.values() if j.data == HEADS
+                                  for c in (j.corpus, j.dev_corpus)))
+
+    @property
     def parses(self) -> bool:
-        """Stanza parses feed the subword heads (DBSA); setups without them skip stanza."""
-        return bool(self.config["bpe"]["use_parses"])
+        return bool(self.head_corpora)
+
+    def shard_root(self, corpus: str, data: str) -> str:
+        """The shard folder a job with ``data`` reads (a rule's output, hence its input)."""
+        return self.out("make_head_shards" if data == HEADS else "make_shards", corpus)
+
+    def shard_task(self, data: str) -> str:
+        """The task folder inside :meth:`shard_root`: head shards hold sentence pairs."""
+        return "sent" if data == HEADS else data
 
     # --- parsing -------------------------------------------------------------------------
     @property
@@ -334,8 +349,7 @@ class Plan:
         """What ``rule all`` builds: every stage's manifest for every corpus and job, and the
         report."""
         t = [self.out("ingest_corpus", c, "manifest.json") for c in self.corpora]
-        if self.parses:
-            t += [self.out("parse_corpus", c, "manifest.json") for c in self.corpora]
+        t += [self.out("parse_corpus", c, "manifest.json") for c in self.head_corpora]
         t += [self.out("verify_shards", c, "manifest.json") for c in self.corpora]
         t += [self.out("train_model", m, "manifest.json")
               for m in [*self.config["models"], *self.controls.values()]]

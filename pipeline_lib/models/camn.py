@@ -1,28 +1,44 @@
 """CAMN: Jiang et al. (2019), "Document-level Neural Machine Translation with Associated Memory
-Network" (arXiv:1910.14528; the inter-sentence attention model), Shu Jiang, Rui Wang, Zuchao Li,
-Masao Utiyama, Kehai Chen, Eiichiro Sumita, Hai Zhao, Bao-liang Lu.
+Network" (arXiv:1910.14528; v1 titled "... with Inter-Sentence Attention"; equation numbers
+follow arXiv v2), Shu Jiang, Rui Wang, Zuchao Li, Masao Utiyama, Kehai Chen, Eiichiro Sumita,
+Hai Zhao, Bao-liang Lu.
 
-The previous sentence(s) of the document are a *memory*: a context encoder (a GRU followed by
-multi-head self-attention, Eq. 5-7) encodes them, an *inter-sentence attention* lets every source
-word read the memory words most similar to it (Eq. 10-13; several memory sentences are weighted by
-beta, Eq. 14-15), and a *context gate* (Eq. 16-17) mixes what was read into the sentence encoder's
-output. The gated states replace the encoder output that every decoder layer's encoder-decoder
-attention attends to, so the decoder is the baseline's, unchanged::
+Context sentences are a *memory*: a context encoder (a GRU followed by multi-head self-attention,
+Eq. 5-7) encodes them, an *inter-sentence attention* lets every source word read the memory words
+most similar to it (Eq. 10-13), several memory sentences are weighted by beta (Eq. 14-15), and a
+*context gate* (Eq. 16-17) mixes what was read, after a feed-forward sub-layer, into the sentence
+encoder's output. The gated states replace the encoder output that every decoder layer's
+encoder-decoder attention attends to, so the decoder is the baseline's, unchanged::
 
     H_source = Encoder(src)                                   (B, S, d)   sentence-level encoder
-    c        = SelfAttn(GRU(Emb(memory)))                     (B, L, d)   Eq. 5-7
-    M_raw    = H_source c^T                                   (B, S, L)   Eq. 10-11
-    alpha    = softmax over the memory words of M_raw         (B, S, L)   Eq. 12
-    a_i      = sum_l alpha_il c_l        (= H_context)        (B, S, d)   Eq. 13
+    c^m      = SelfAttn(GRU(Emb(memory sentence m)))          (M, L, d)   Eq. 5-7
+    M_raw^m  = H_source c^m^T                                 (B, S, L)   Eq. 10-11
+    alpha^m  = softmax over the words of M_raw^m              (B, S, L)   Eq. 12
+    a^m_i    = sum_l alpha^m_il c^m_l                         (B, S, d)   Eq. 13
+    beta_m   = softmax_m(mean of M_raw^m)                     (B, M)      Eq. 14-15
+    H_context= FFN(sum_m beta_m a^m)                          (B, S, d)   "after the FFN"
     g_i      = sigmoid(W_g [H_source; H_context] + b_g)       (B, S, d)   Eq. 16
     H_i      = g_i * H_source + (1 - g_i) * H_context         (B, S, d)   Eq. 17 -> decoder
+
+The paper's model is the default (``memory_mode: batch``, ``context_ffn: true``): Sec. 4.3's
+memory holds the context sentences of the whole batch (each row's previous source sentence(s)),
+every row reads all of them, and beta decides how much each counts. The other layouts are named
+options: ``memory_mode: weighted`` (a row reads only its own N previous sentences, still mixed by
+beta) and ``memory_mode: concat`` (its own N previous sentences as one sequence joined by
+``####``, Eq. 18); ``context_ffn: false`` gates the raw memory read.
 
 Choices the paper leaves open (recorded so that a run says what it implements):
 
 * "Column-wise softmax" (Eq. 12): M_raw has one row per source word i and one column per memory
   word l; the softmax runs across the columns of each row, so a_i is a convex combination of the
-  memory states (the memory read for word i) and padded memory words get zero weight. M_raw is the
-  raw dot product, without the 1/sqrt(d) scaling of Transformer attention, as in Eq. 10-11.
+  memory states and padded memory words get zero weight. M_raw is the raw dot product, without
+  the 1/sqrt(d) scaling of Transformer attention, as in Eq. 10-11.
+* beta (Eq. 14-15): the mean of M_raw^m over the real source words x real words of sentence m;
+  empty memory slots (a document start has no previous sentence) get no weight.
+* Batch memory: the memory of a batch is the context slots of all its rows, the row's own among
+  them, so a sentence's translation depends on the sentences batched with it (in decoding too:
+  ``decode.batch_size`` sentences sorted by length); a lone-BOS slot (a document's first
+  sentence) is a memory sentence like any other.
 * The GRU (Eq. 5) is unidirectional with hidden size d_model, reading right-padded memory from the
   left, so padding after a sentence never changes its states. Its input is what the sentence
   encoder reads: the shared, sqrt(d)-scaled source embeddings plus sinusoidal positions
@@ -30,60 +46,61 @@ Choices the paper leaves open (recorded so that a run says what it implements):
   word order.
 * The self-attention (Eq. 6-7) is one multi-head sub-layer with the Transformer's residual
   connection and LayerNorm (post-norm, or pre-norm plus a final LayerNorm with ``norm_first``),
-  n_heads heads; no feed-forward sub-layer.
+  n_heads heads; no feed-forward sub-layer there.
+* The feed-forward operation before the gate is a new position-wise FFN sub-layer (d_ff inner
+  width, residual + LayerNorm) on H_context; H_source already left the encoder's last FFN.
 * The gate W_g is a (2d -> d) linear map with bias: an element-wise gate per source position.
   The gated states go to the decoder as they are (no further LayerNorm).
-* Several memory sentences (N = ``memory_sentences`` > 1) come in two forms, both in the paper:
-  ``memory_mode: concat`` (default) encodes them as one sequence joined by the ``####`` break
-  piece (Eq. 18, ``batch.ctx_src``); ``memory_mode: weighted`` encodes each separately, reads each
-  with Eq. 10-13 and mixes the reads by beta_n = softmax_n(mean of M_raw^n over its real entries)
-  (Eq. 14-15, ``batch.extra["ctx_sents"]``). With N = 1 the two are the same model.
-* A lone-BOS memory (first sentence of a document) is a memory like any other: the paper does not
-  reduce to the baseline there, and neither does this model; the gate can learn to close.
+* Training: the paper trains the whole model jointly. The default run fine-tunes ALL parameters
+  jointly from the sentence-level baseline (no frozen theta_s; a from-scratch run costs a second
+  baseline, which the 60-minute CPU budget cannot pay): drop ``init_from`` for the paper's
+  from-scratch training. Freezing theta_s (``freeze: ["@sentence_level"]``) is the two-step
+  option the other document models use.
 
 Data
 ----
+``memory_mode: batch`` and ``weighted`` read ``batch.extra["ctx_sents"]`` (B, N, L) long,
+right-padded with PAD_ID: slot n holds the (N - n)-th previous source sentence (oldest first, the
+previous sentence in slot N - 1), each ending in EOS; a sentence the document does not have (near
+its start) is an all-PAD slot; a row with no previous sentence at all has a lone BOS_ID in slot
+N - 1 (so every row has at least one real slot). L <= ``max_len``. In batch mode the B x N slots
+together are the memory of every row.
+
 ``memory_mode: concat`` reads ``batch.ctx_src`` (B, C) long, right-padded with PAD_ID: the
 previous N = ``memory_sentences`` source sentences of the document, oldest first, subword ids
 joined by the ``SENT_BREAK`` ("####") piece and ending in EOS; a single BOS_ID when the sentence
 is the first of its document (C >= 1, no row all padding). C <= ``max_len``.
-
-``memory_mode: weighted`` reads ``batch.extra["ctx_sents"]`` (B, N, L) long, right-padded with
-PAD_ID: slot n holds the (N - n)-th previous source sentence (oldest first, the previous sentence
-in slot N - 1), each ending in EOS; a sentence the document does not have (near its start) is an
-all-PAD slot; a row with no previous sentence at all has a lone BOS_ID in slot N - 1 (so every row
-has at least one real slot). L <= ``max_len``. ``ctx_src`` is not read in this mode.
 
 ``batch.src``, ``tgt_in``, ``tgt_out`` as for the baseline. The context is required in training,
 validation and decoding (a missing one is an error, not a sentence-level fallback). It is
 source-side, so no translation history is needed.
 
 ``random_context: true`` (the paper's "without inter-sentence attention" ablation) changes no
-module: the data side honours it (:meth:`CAMNTransformer.inputs` declares a random rule) by filling the
-memory with sentence(s) from a random other position instead of the true previous ones: for each
-current sentence, draw each memory sentence uniformly from the source sentences of the same split
-that are neither the current sentence nor one of its true N previous sentences, deterministically
-from the data seed and (doc_id, sent_idx), in training, validation and test alike; the layout of
-``ctx_src`` / ``ctx_sents`` is unchanged (a first sentence gets a random sentence too, not BOS).
+module: the data side honours it (:meth:`CAMNTransformer.inputs` declares a random rule) by filling
+the memory slots with sentence(s) from a random other position instead of the true previous ones:
+for each current sentence, draw each memory sentence uniformly from the source sentences of the
+same split that are neither the current sentence nor one of its true N previous sentences,
+deterministically from the data seed and (doc_id, sent_idx), in training, validation and test
+alike; the layout is unchanged (a first sentence gets a random sentence too, not BOS).
 
 Extras (``ModelConfig.extras``)
 -------------------------------
-``memory_sentences`` (int, 1): N, previous source sentences in the memory; read by the loader
-and decoder that build ``ctx_src``/``ctx_sents`` through :meth:`CAMNTransformer.inputs`.
-``memory_mode`` ("concat" | "weighted", "concat"): Eq. 18 concatenation or Eq. 14-15 beta weights.
+``memory_sentences`` (int, 1): N, previous source sentences per row; read by the loader and
+decoder through :meth:`CAMNTransformer.inputs`.
+``memory_mode`` ("batch" | "weighted" | "concat", "batch"): see above.
+``context_ffn`` (bool, true): the feed-forward sub-layer on the memory read before the gate.
 ``rnn`` (bool, true): the GRU of Eq. 5; false = the paper's "without RNN" ablation
 (self-attention straight over the memory embeddings).
 ``random_context`` (bool, false): the paper's "without inter-sentence attention" ablation, a
 random memory sentence (data side, see "Data"). ``rnn: false`` + ``random_context: true`` is the
 "both" ablation.
 
-Two-step training
------------------
-Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: camn`` with
-``train.init_from`` = the step-1 checkpoint and ``train.freeze`` =
-:meth:`CAMNTransformer.sentence_level_prefixes` (fnmatch patterns matching exactly the baseline
-Transformer's parameters); :meth:`CAMNTransformer.new_parameter_names` lists the new ones
-(``context_rnn.*``, ``context_attn.*``, ``context_norm.*``, ``context_gate.*``).
+Parameters
+----------
+:meth:`CAMNTransformer.sentence_level_prefixes` (fnmatch patterns, ``train.freeze``) match
+exactly the baseline Transformer's parameters; :meth:`CAMNTransformer.new_parameter_names` lists
+the new ones (``context_rnn.*``, ``context_attn.*``, ``context_norm.*``, ``context_ffn.*``,
+``context_gate.*``), the parameters a baseline checkpoint lacks.
 """
 
 from __future__ import annotations
@@ -99,8 +116,8 @@ from pipeline_lib.constants import DataMode, PAD_ID
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import (ModelInputs, PreviousSentences, PreviousSentenceSlots,
                                         RandomSentences, SpecialIds, require_special)
-from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, Layer, LayerContext,
-                                        Memory, SubLayer)
+from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, FeedForward, Layer,
+                                        LayerContext, Memory, SubLayer)
 from pipeline_lib.models.transformer import EncoderOut, Transformer
 
 CTX_SENTS = "ctx_sents"          # batch.extra key of the weighted mode: (B, N, L) memory sentences
@@ -108,10 +125,11 @@ NEW_PREFIX = "context_"          # every new module's attribute name starts with
 
 
 class MemoryMode(str, Enum):
-    """How N > 1 memory sentences are presented (the paper's two variants)."""
+    """Which sentences the memory holds and how they are presented."""
 
-    CONCAT = "concat"          # Eq. 18: one sequence joined by "####" (batch.ctx_src)
-    WEIGHTED = "weighted"      # Eq. 14-15: separate sentences mixed by beta (extra["ctx_sents"])
+    BATCH = "batch"            # Sec. 4.3: the context sentences of the whole batch, mixed by beta
+    CONCAT = "concat"          # Eq. 18: the row's N previous sentences as one sequence ("####")
+    WEIGHTED = "weighted"      # Eq. 14-15: the row's N previous sentences mixed by beta
 
 
 @dataclass(frozen=True)
@@ -119,9 +137,10 @@ class CAMNConfig:
     """The ``extras`` CAMN reads (module docstring); unknown keys are an error (typos)."""
 
     memory_sentences: int = 1
-    memory_mode: MemoryMode = MemoryMode.CONCAT
+    memory_mode: MemoryMode = MemoryMode.BATCH
     rnn: bool = True
     random_context: bool = False
+    context_ffn: bool = True
 
     def __post_init__(self) -> None:
         if self.memory_sentences < 1:
@@ -160,6 +179,11 @@ class CAMNTransformer(Transformer):
         self.context_attn = Layer([("self_attn", SubLayer(
             Attention(d, cfg.n_heads, cfg.dropout, AttnKind.SELF), d, cfg.dropout, cfg.norm_first))])
         self.context_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        # The memory read passes a position-wise feed-forward sub-layer (residual + LayerNorm, as
+        # in every Transformer block) before the gate mixes it with the encoder output, which
+        # left its own last FFN already.
+        self.context_ffn = (SubLayer(FeedForward(d, cfg.d_ff), d, cfg.dropout, cfg.norm_first)
+                            if self.camn.context_ffn else None)
         self.context_gate = ContextGate(d)   # Eq. 16
         self.reset_parameters()   # the base class initialised before the new modules existed
 
@@ -167,19 +191,20 @@ class CAMNTransformer(Transformer):
         """The memory from the previous source sentences (the Data section): ``ctx_src``
         (concat) or ``extra["ctx_sents"]`` (weighted), random sentences with ``random_context``."""
         n, max_len = self.camn.memory_sentences, self.cfg.max_len
-        rule = (PreviousSentenceSlots(n, max_len, CTX_SENTS)
-                if self.camn.memory_mode is MemoryMode.WEIGHTED
-                else PreviousSentences(n, max_len, require_special(special, "camn").sent_break))
+        rule = (PreviousSentences(n, max_len, require_special(special, "camn").sent_break)
+                if self.camn.memory_mode is MemoryMode.CONCAT
+                else PreviousSentenceSlots(n, max_len, CTX_SENTS))
         return ModelInputs(mode=DataMode.CONTEXT,
                            context=RandomSentences(rule) if self.camn.random_context else rule)
 
     # --- memory ----------------------------------------------------------------------------
     def memory_tokens(self, batch: Batch) -> torch.Tensor:
         """The memory as (B, N', L) ids: N' = 1 (concat mode, ``ctx_src``) or N (``ctx_sents``)."""
-        if self.camn.memory_mode is MemoryMode.WEIGHTED:
+        if self.camn.memory_mode is not MemoryMode.CONCAT:
             sents = batch.extra.get(CTX_SENTS)
             if sents is None:
-                raise ValueError(f"camn: batch.extra[{CTX_SENTS!r}] is missing; memory_mode=weighted "
+                raise ValueError(f"camn: batch.extra[{CTX_SENTS!r}] is missing; memory_mode="
+                                 f"{self.camn.memory_mode.value} "
                                  "needs the previous sentences one by one (see the Data section of "
                                  "pipeline_lib/models/camn.py)")
             if sents.dim() != 3 or sents.size(1) != self.camn.memory_sentences:
@@ -208,6 +233,8 @@ class CAMNTransformer(Transformer):
                     tokens: torch.Tensor) -> torch.Tensor:
         """Inter-sentence attention, Eq. 10-15: H_source (B, S, d) with its mask (B, S), memory
         ids (B, N, L) -> H_context (B, S, d)."""
+        if self.camn.memory_mode is MemoryMode.BATCH:
+            return self.read_shared_memory(h_source, src_mask, tokens.flatten(0, 1))
         B, N, L = tokens.shape
         c, mask = self.encode_memory(tokens.reshape(B * N, L))
         c, mask = c.view(B, N, L, -1), mask.view(B, N, L)                 # (B, N, L, d), (B, N, L)
@@ -223,11 +250,31 @@ class CAMNTransformer(Transformer):
         beta = masked_softmax(mean_sim, present)                          # Eq. 15: (B, N)
         return torch.einsum("bn,bnsd->bsd", beta, reads)                  # (B, S, d)
 
+    def read_shared_memory(self, h_source: torch.Tensor, src_mask: torch.Tensor,
+                           tokens: torch.Tensor) -> torch.Tensor:
+        """Sec. 4.3: every row reads one memory, the M context sentences of the whole batch
+        (ids (M, L); empty slots are absent), each read with Eq. 10-13 and mixed by beta
+        (Eq. 14-15). The memory is encoded once and the (B, M, S, d) reads are never built:
+        beta scales the attention weights, then one product over (memory sentence, word)."""
+        B, S, _ = h_source.shape
+        M, L = tokens.shape
+        c, mask = self.encode_memory(tokens)                              # (M, L, d), (M, L)
+        m_raw = torch.einsum("bsd,mld->bmsl", h_source, c)               # Eq. 10-11: (B, M, S, L)
+        alpha = masked_softmax(m_raw, mask[None, :, None, :])             # Eq. 12
+        real = (src_mask[:, None, :, None] & mask[None, :, None, :]).to(m_raw.dtype)
+        mean_sim = (m_raw * real).sum((2, 3)) / real.sum((2, 3))          # (B, M)
+        present = tokens.ne(PAD_ID).any(dim=1)                            # (M,) real sentences
+        beta = masked_softmax(mean_sim, present.expand(B, M))             # Eq. 15: (B, M)
+        weights = (beta[:, :, None, None] * alpha).permute(0, 2, 1, 3).reshape(B, S, M * L)
+        return weights @ c.reshape(M * L, -1)                             # Eq. 13 + 15: (B, S, d)
+
     def encode(self, batch: Batch) -> EncoderOut:
         """Sentence encoder, then the gated memory read replaces the SOURCE_MEMORY states."""
         enc = super().encode(batch)
         src = enc.source
         h_context = self.read_memory(src.states, src.mask, self.memory_tokens(batch))   # (B, S, d)
+        if self.context_ffn is not None:   # "after the feed-forward operation" (Eq. 16-17)
+            h_context = self.context_ffn(h_context, LayerContext(), None)
         g = self.context_gate(src.states, h_context)                          # Eq. 16: (B, S, d)
         fused = g * src.states + (1.0 - g) * h_context                        # Eq. 17
         return EncoderOut({**enc.memories, SOURCE_MEMORY: Memory(fused, src.mask)}, enc.extra)

@@ -1,7 +1,9 @@
 """Training shards: fixed-size zstd Parquet files per task and split, with a token index.
 
 ``python -m pipeline_lib.preprocess.shards make --encoded encoded.parquet --restore restore.parquet
---out-dir results/make_shards/<corpus>`` writes ``<out-dir>/<task>/<split>/shard-XXXXX.parquet``:
+--out-dir results/make_shards/<corpus> [--tasks sent doc]`` writes
+``<out-dir>/<task>/<split>/shard-XXXXX.parquet`` (rule make_head_shards writes the ``sent`` task
+alone, from the encoding with subword dependency heads):
 
 * ``sent``: sentence pairs (SHARD_SCHEMA), cut every ``rows_per_shard`` rows;
 * ``doc``: the same columns, documents contiguous and in order and **never split** across shards
@@ -131,18 +133,21 @@ def _unusable(row: dict, max_len: int) -> str | None:
     return None
 
 
-def make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig) -> dict:
-    """Write all shard directories under ``out_dir`` and a manifest with per-directory counts.
+def make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig,
+                tasks: tuple[str, ...] = (TASK_SENT, TASK_DOC)) -> dict:
+    """Write the shard directories of ``tasks`` (and ``restore`` ones) under ``out_dir`` and a
+    manifest with per-directory counts.
 
     The whole tree is built under a partial name and renamed to ``out_dir`` when complete, so a
     failure leaves no shard directory that a trainer could take for a finished one.
     """
     with atomic_output(out_dir) as tmp:
-        return _make_shards(encoded, restore, tmp, cfg)
+        return _make_shards(encoded, restore, tmp, cfg, tasks)
 
 
-def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig) -> dict:
-    manifest = Manifest(stage="make_shards", params=asdict(cfg))
+def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig,
+                 tasks: tuple[str, ...]) -> dict:
+    manifest = Manifest(stage="make_shards", params={**asdict(cfg), "tasks": list(tasks)})
     manifest.add_input(encoded)
     writers: dict[tuple[str, str], ShardWriter] = {}
 
@@ -158,8 +163,8 @@ def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardC
             line += len(doc)
             if split == Split.MONO.value:
                 continue
-            sent_w = writer(TASK_SENT, split, SHARD_SCHEMA)
-            doc_w = writer(TASK_DOC, split, SHARD_SCHEMA)
+            sent_w = writer(TASK_SENT, split, SHARD_SCHEMA) if TASK_SENT in tasks else None
+            doc_w = writer(TASK_DOC, split, SHARD_SCHEMA) if TASK_DOC in tasks else None
             for i, row in enumerate(doc):
                 reason = _unusable(row, cfg.max_len)
                 if reason:
@@ -169,10 +174,13 @@ def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardC
                                        f"sent_idx={row['sent_idx']} src={row['src_text']!r}"))
                     continue
                 row = {name: row[name] for name in SHARD_SCHEMA.names}
-                sent_w.add(row)
-                sent_w.unit_done()
-                doc_w.add(row)
-            doc_w.unit_done()
+                if sent_w is not None:
+                    sent_w.add(row)
+                    sent_w.unit_done()
+                if doc_w is not None:
+                    doc_w.add(row)
+            if doc_w is not None:
+                doc_w.unit_done()
     if restore is not None:
         manifest.add_input(restore)
         for sub in iter_units(restore, ("corpus", "split", "doc_id")):
@@ -230,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--rows-per-shard", type=int, default=ShardConfig.rows_per_shard)
     m.add_argument("--row-group-rows", type=int, default=ShardConfig.row_group_rows)
     m.add_argument("--max-len", type=int, default=ShardConfig.max_len)
+    m.add_argument("--tasks", nargs="+", choices=[TASK_SENT, TASK_DOC], default=[TASK_SENT, TASK_DOC],
+                   help="sentence-pair tasks to write (restore comes with --restore)")
     v = sub.add_parser("verify", help="check shards against their indexes")
     v.add_argument("--shard-dir", type=Path, required=True)
     v.add_argument("--out", type=Path, required=True)
@@ -241,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 log.error("input file %s does not exist", p)
                 return 2
         rec = make_shards(args.encoded, args.restore, args.out_dir,
-                          ShardConfig(args.rows_per_shard, args.row_group_rows, args.max_len))
+                          ShardConfig(args.rows_per_shard, args.row_group_rows, args.max_len),
+                          tuple(args.tasks))
         log.info("make_shards: %s", rec["counts"])
         return 0
     manifest = Manifest(stage="verify_shards")

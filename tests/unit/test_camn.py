@@ -12,8 +12,9 @@ from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.camn import CTX_SENTS, CAMNTransformer, ContextGate, MemoryMode
-from pipeline_lib.models.inputs import PreviousSentences, RandomSentences, SpecialIds
-from pipeline_lib.models.layers import SOURCE_MEMORY
+from pipeline_lib.models.inputs import (PreviousSentences, PreviousSentenceSlots, RandomSentences,
+                                        SpecialIds)
+from pipeline_lib.models.layers import SOURCE_MEMORY, LayerContext
 from pipeline_lib.models.transformer import EncoderOut
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
@@ -65,9 +66,14 @@ def make_batch(ctx_rows: list[list[int]] | None = None,
                  ctx_src=pad(ctx_rows), extra=extra)
 
 
+#: the row's own previous sentence as ctx_src, gated without the FFN: the variant most tests
+#: below check by hand; the paper's default (batch memory + FFN) has its own tests at the end
+VARIANT = {"memory_mode": "concat", "context_ffn": False}
+
+
 def model_for(seed: int = 0, norm_first: bool = False, **extras) -> CAMNTransformer:
     torch.manual_seed(seed)
-    return build_model(tiny(norm_first=norm_first, **extras)).eval()
+    return build_model(tiny(norm_first=norm_first, **{**VARIANT, **extras})).eval()
 
 
 def test_registry_shapes_and_properties():
@@ -227,7 +233,7 @@ def test_two_step_training_keeps_sentence_level_parameters_bit_identical(tmp_pat
     torch.manual_seed(0)
     base = Transformer(tiny(name="transformer"))
     ckpt.save_checkpoint(tmp_path / "step1", base.state_dict(), base.cfg.to_dict())
-    cfg = ModelConfig.from_dict({**tiny().to_dict(), "dropout": 0.1})
+    cfg = ModelConfig.from_dict({**tiny(**VARIANT).to_dict(), "dropout": 0.1})
     model = CAMNTransformer(cfg)
     keys = init_from_checkpoint(model, tmp_path / "step1")
     assert keys["unexpected"] == [] and sorted(keys["missing"]) == sorted(model.new_parameter_names())
@@ -354,7 +360,7 @@ def test_two_step_training_learns_to_use_the_memory():
     base = Transformer(ModelConfig(**kw))
     train(base, 200, 3e-3)
     base_marker, base_copy = accuracy(base)
-    model = CAMNTransformer(ModelConfig(**kw, name="camn"))
+    model = CAMNTransformer(ModelConfig(**kw, name="camn", extras=VARIANT))
     model.load_state_dict(base.state_dict(), strict=False)
     apply_freeze(model, CAMNTransformer.sentence_level_prefixes())
     train(model, 300, 1e-2)   # after a plateau of 100-200 steps the memory read takes over
@@ -364,3 +370,66 @@ def test_two_step_training_learns_to_use_the_memory():
     assert base_copy > 0.95 and base_marker < 0.6
     assert camn_marker > 0.9 and camn_copy > 0.9
 
+
+
+# ------------------------------------------------------------------ the paper's default variant
+
+def paper_model(seed: int = 0, **extras) -> CAMNTransformer:
+    torch.manual_seed(seed)
+    return build_model(tiny(**extras)).eval()
+
+
+def slots_batch() -> Batch:
+    """Two rows, one memory slot each (memory_sentences 1): row 0 after DOC, row 1 first."""
+    return make_batch(sent_rows=[sentences(DOC, 1), sentences([], 1)])
+
+
+def test_defaults_are_the_papers_batch_memory_with_the_feed_forward():
+    model = paper_model()
+    assert model.camn.memory_mode is MemoryMode.BATCH and model.context_ffn is not None
+    rule = model.inputs(SpecialIds(sent_break=45, src_tag=46, tgt_tag=47)).context
+    assert rule == PreviousSentenceSlots(1, model.cfg.max_len, CTX_SENTS)
+    assert "context_ffn.fn.w1.weight" in "".join(model.new_parameter_names())
+
+
+def test_batch_memory_follows_equations_10_to_17_over_every_rows_context():
+    """Every row reads the two context sentences of the batch, weighted by beta (Eq. 14-15),
+    then the FFN sub-layer, then the gate (Eq. 16-17), recomputed by hand."""
+    model, batch = paper_model(seed=5), slots_batch()
+    with torch.no_grad():
+        h = Transformer.encode(model, batch).source.states               # (B, S, d)
+        src_mask = batch.src.ne(PAD_ID)
+        mem = batch.extra[CTX_SENTS].flatten(0, 1)                        # (M=2, L)
+        c, mask = model.encode_memory(mem)                                # (M, L, d)
+        reads, sims = [], []
+        for m in range(mem.size(0)):
+            raw = h @ c[m].T                                              # (B, S, L) Eq. 10-11
+            alpha = torch.softmax(raw.masked_fill(~mask[m], float("-inf")), -1)
+            reads.append(alpha @ c[m])                                    # Eq. 13
+            real = (src_mask[:, :, None] & mask[m][None, None, :]).float()
+            sims.append((raw * real).sum((1, 2)) / real.sum((1, 2)))      # Eq. 14
+        beta = torch.softmax(torch.stack(sims, 1), 1)                     # (B, M) Eq. 15
+        a = sum(beta[:, m, None, None] * reads[m] for m in range(len(reads)))
+        a = model.context_ffn(a, LayerContext(), None)                    # "after the FFN"
+        g = torch.sigmoid(model.context_gate.w_g(torch.cat([h, a], -1)))
+        torch.testing.assert_close(model.encode(batch).source.states, g * h + (1 - g) * a,
+                                   rtol=0, atol=1e-5)
+        assert beta.shape == (2, 2) and not torch.allclose(beta[:, 0], beta[:, 1])
+
+
+def test_batch_memory_is_shared_but_a_rows_own_memory_is_not():
+    """Changing row 1's context changes row 0's encoding with the batch memory, not with the
+    row's own (weighted) memory: the difference between Sec. 4.3 and the per-row option."""
+    other = make_batch(sent_rows=[sentences(DOC, 1), sentences([[40, 41, 42]], 1)])
+    for mode, shared in (("batch", True), ("weighted", False)):
+        model = paper_model(seed=2, memory_mode=mode)
+        with torch.no_grad():
+            a = model.encode(slots_batch()).source.states[0]
+            b = model.encode(other).source.states[0]
+        assert (not torch.allclose(a, b)) == shared, mode
+
+
+def test_without_the_feed_forward_the_gate_reads_the_raw_memory():
+    plain, ffn = paper_model(seed=1, context_ffn=False), paper_model(seed=1)
+    assert plain.context_ffn is None
+    assert plain.num_parameters() < ffn.num_parameters()

@@ -78,9 +78,13 @@ def test_test_set_arguments_are_shell_quoted(tmp_path):
     assert args.count("--hyp") == len(plan.hypotheses())
 
 
-def test_without_parses_nothing_is_parsed():
-    plan = Plan(load_config(overrides={"bpe": {"use_parses": False}}))
-    assert not plan.parses
+def test_only_what_a_heads_job_trains_on_is_parsed(default):
+    assert default.head_corpora == ["bible"] and default.jobs["dbsa"].data == "heads"
+    assert default.shard_root("bible", "heads") == "results/make_head_shards/bible"
+    assert default.shard_task("heads") == "sent" and default.shard_task("doc") == "doc"
+    assert default.jobs[default.controls["dbsa"]].data == "heads"   # the same rows
+    plan = Plan(load_config(overrides={"models": ["transformer", "doct"]}))
+    assert not plan.parses and plan.head_corpora == []
     assert not any("parse" in t for t in plan.final_targets())
 
 
@@ -123,7 +127,7 @@ def test_matched_controls_have_the_same_updates_on_the_same_pairs(default):
         {k: v for k, v in doct.train.items() if k != "freeze"}
     assert ctrl.train["freeze"] == [] and doct.train["freeze"] == ["@sentence_level"]
     assert c["doct"] == c["cache"] == c["camn"] != c["dbsa"]     # one job serves equal recipes
-    assert default.jobs[c["dbsa"]].data == "sent"
+    assert default.jobs[c["dbsa"]].data == "heads"
     # cross-task from scratch: its chain's translation updates (restoration ones do not count)
     pre, fine = default.jobs["crosstask_pretrain"], default.jobs["crosstask"]
     scratch = default.jobs[c["crosstask"]]

@@ -1,7 +1,6 @@
 """Document Parquet -> sentencepiece ids + subword heads -> restoration noise -> training shards
 (pipeline_lib.preprocess: bpe, subword_heads, noise, shards)."""
 
-import shlex
 from pathlib import Path
 
 from pipeline_lib.codehash import code_hash
@@ -36,12 +35,8 @@ rule train_bpe:
         " --threads {threads} > {log:q} 2>&1"
 
 
-# encode_bpe projects the parse_corpus heads onto subwords when bpe.use_parses is true;
-# otherwise the head columns stay null.
 rule encode_bpe:
     input:
-        unpack(lambda wc: {side: plan.out("parse_corpus", wc.corpus, f"{side}.parquet")
-                           for side in ("src", "tgt")} if plan.parses else {}),
         docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
         model=plan.out("train_bpe", "spm.model"),
     output:
@@ -51,18 +46,59 @@ rule encode_bpe:
     log:
         "logs/encode_bpe/{corpus}.log",
     params:
-        parse=lambda wc, input: " ".join(
-            f"--parse-{side} {shlex.quote(input[side])}" for side in ("src", "tgt")
-            if side in input.keys()
-        ),
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 2
     conda:
         "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.bpe encode --docs {input.docs:q} --model {input.model:q}"
-        " --out-dir $(dirname {output.encoded:q}) {params.parse} --threads {threads}"
-        " > {log:q} 2>&1"
+        " --out-dir $(dirname {output.encoded:q}) --threads {threads} > {log:q} 2>&1"
+
+
+# DBSA's data (model_settings.<job>.data: heads): the same encoding with the parse_corpus heads
+# projected onto the pieces, as sentence-pair shards. Kept apart from make_shards so that every
+# other model trains while stanza is still training and parsing.
+rule encode_heads:
+    input:
+        docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
+        model=plan.out("train_bpe", "spm.model"),
+        src=plan.out("parse_corpus", "{corpus}", "src.parquet"),
+        tgt=plan.out("parse_corpus", "{corpus}", "tgt.parquet"),
+    output:
+        encoded=plan.out("encode_heads", "{corpus}", "encoded.parquet"),
+        quarantine=plan.out("encode_heads", "{corpus}", "quarantine.parquet"),
+        manifest=plan.out("encode_heads", "{corpus}", "manifest.json"),
+    log:
+        "logs/encode_heads/{corpus}.log",
+    params:
+        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
+    threads: 2
+    conda:
+        "../../envs/preprocess.yaml"
+    shell:
+        "python -m pipeline_lib.preprocess.bpe encode --docs {input.docs:q} --model {input.model:q}"
+        " --parse-src {input.src:q} --parse-tgt {input.tgt:q}"
+        " --out-dir $(dirname {output.encoded:q}) --threads {threads} > {log:q} 2>&1"
+
+
+rule make_head_shards:
+    input:
+        encoded=plan.out("encode_heads", "{corpus}", "encoded.parquet"),
+    output:
+        shards=directory(plan.out("make_head_shards", "{corpus}")),
+    log:
+        "logs/make_head_shards/{corpus}.log",
+    params:
+        rows=config["shards"]["rows_per_shard"],
+        row_group=config["shards"]["row_group_rows"],
+        max_len=config["shards"]["max_len"],
+        code=code_hash("preprocess.shards"),
+    conda:
+        "../../envs/preprocess.yaml"
+    shell:
+        "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded:q} --tasks sent"
+        " --out-dir {output.shards:q} --rows-per-shard {params.rows}"
+        " --row-group-rows {params.row_group} --max-len {params.max_len} > {log:q} 2>&1"
 
 
 rule noise_docs:

@@ -9,8 +9,9 @@ rule train_model:
     wildcard_constraints:
         model=plan.job_regex(),
     input:
-        shards=lambda wc: plan.out("make_shards", plan.jobs[wc.model].corpus),
-        dev_shards=lambda wc: plan.out("make_shards", plan.jobs[wc.model].dev_corpus),
+        shards=lambda wc: plan.shard_root(plan.jobs[wc.model].corpus, plan.jobs[wc.model].data),
+        dev_shards=lambda wc: plan.shard_root(plan.jobs[wc.model].dev_corpus,
+                                              plan.jobs[wc.model].data),
         aux_shards=lambda wc: plan.aux_inputs(wc.model),
         spm=plan.out("train_bpe", "spm.model"),
         init=lambda wc: plan.init_inputs(wc.model),
@@ -30,7 +31,7 @@ rule train_model:
         # not rerun it. The trainer takes vocab_size from the BPE model. WHY wildcards only:
         # Snakemake leaves params functions of `input` out of its params rerun trigger.
         cfg=lambda wc: plan.jobs[wc.model].config_json(),
-        data=lambda wc: plan.jobs[wc.model].data,
+        data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
         aux=lambda wc: plan.aux_flag(wc.model),
         out_dir=lambda wc: plan.out("train_model", wc.model),
         nodes=config["cluster"]["nodes"],
