@@ -27,8 +27,12 @@ reproduce: corpus
 	$(VENV)/bin/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
 
 # Headless Chromium renders the HTML report in tests (Debian package; needs root or sudo).
+# Without recommends: upower, udev, notification-daemon, system-config-printer (CUPS) etc. are for
+# a desktop session; headless rendering needs only the package's dependencies (fonts come from
+# fontconfig's own dependency, fonts-dejavu-core).
 browser:
-	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; } \
+	command -v chromium >/dev/null || { apt-get update -qq \
+	  && apt-get install -y -qq --no-install-recommends chromium; } \
 	  || echo "chromium could not be installed: the report browser test will be skipped"
 
 test: corpus browser

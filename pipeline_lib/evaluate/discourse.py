@@ -2,25 +2,11 @@
 
 Two measures:
 
-**Contrastive test suites** (``contrastive`` command). Each example has a source sentence with
-its context and several candidate translations that differ only in a context-dependent word; the
-model scores every candidate by its log-probability and the example counts as correct when the
-reference candidate scores strictly best (ties count as wrong). Readers for the two public
-formats:
-
-* Voita, Sennrich and Titov (2019), "When a Good Translation is Wrong in Context", En-Ru suites
-  ``deixis_test.json``, ``lex_cohesion_test.json``, ``ellipsis_infl.json``, ``ellipsis_vp.json``
-  (repository lena-voita/good-translation-wrong-in-context): a JSON list of
-  ``{"src": "c1 _eos c2 _eos c3 _eos s", "dst": [candidate, ...], "true_ind": i, "ctx_dist": d}``
-  where every candidate is the target context and current sentence joined by `` _eos ``.
-  Accuracy is reported per phenomenon (the suite) and per ``ctx_dist`` where present.
-* Müller et al. (2018), ContraPro En-De pronouns (repository ZurichNLP/ContraPro):
-  ``contrapro.json``, a list of ``{"src segment", "ref segment", "src pronoun", "ref pronoun",
-  "ante distance", "errors": [{"contrastive": ...}, ...]}``. The context sentences are not in the
-  JSON (they come from OpenSubtitles); give the ``contrapro.context.{en,de}`` files that the
-  repository's ``json2text_and_context.pl --context 1`` writes (one line per scored line:
-  the example's reference line, then one per error) to score with context. Accuracy per
-  reference pronoun and per antecedent distance (0, 1, 2, 3, >3, as in ContraPro's evaluate.py).
+**Contrastive test suites** (``contrastive`` command): every candidate of every example is scored
+by its log-probability under the checkpoint (:class:`CheckpointScorer`); reading the suites, the
+official decision rules (Voita et al. 2019: argmin, first of ties wins; ContraPro: strictly
+best), the groups and the direction check are in pipeline_lib.evaluate.suites. The command
+refuses suites whose language pair is not ``--lang-pair``.
 
 **Lexical consistency** (``consistency`` command), which needs no external suite. Defined as:
 
@@ -55,6 +41,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import pyarrow.parquet as pq
 
 from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.evaluate.suites import (check_suite_directions, evaluate_suite, read_suite,
+                                            suite_format)
 from pipeline_lib.models.inputs import ModelInputs, inputs_for
 from pipeline_lib.manifest import Manifest
 
@@ -63,132 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("discourse")
 
-VOITA_SEP = " _eos "
-ScoreFn = Callable[[list[str], str, list[str], list[str]], list[float]]
-
 
 # ------------------------------------------------------------------------------------------------
-# contrastive suites
+# contrastive suites: the model's scores (the suites themselves: pipeline_lib.evaluate.suites)
 # ------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ContrastiveExample:
-    """One contrastive example: candidates share the context; ``true_index`` is the reference."""
-
-    phenomenon: str
-    src_context: list[str]
-    src: str
-    tgt_context: list[str]
-    candidates: list[str]
-    true_index: int
-    distance: str | None = None
-
-
-class SuiteFormatError(ValueError):
-    """A suite file that cannot be read; the message names the file and the record."""
-
-
-def _load_json_list(path: Path) -> list:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise SuiteFormatError(f"{path}:{e.lineno}: not JSON ({e.msg})") from e
-    if not isinstance(data, list):
-        raise SuiteFormatError(f"{path}:1: expected a JSON list of examples")
-    return data
-
-
-def read_voita(path: Path, phenomenon: str) -> list[ContrastiveExample]:
-    """Read a Voita et al. (2019) consistency suite (``*.json``)."""
-    out = []
-    for i, rec in enumerate(_load_json_list(path)):
-        try:
-            src = rec["src"].split(VOITA_SEP)
-            cands = [c.split(VOITA_SEP) for c in rec["dst"]]
-            true = int(rec["true_ind"])
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise SuiteFormatError(f"{path}: example {i}: missing or bad field ({e})") from e
-        contexts = {tuple(c[:-1]) for c in cands}
-        if len(contexts) != 1:
-            raise SuiteFormatError(f"{path}: example {i}: candidates differ in their context")
-        dist = rec.get("ctx_dist")
-        out.append(ContrastiveExample(phenomenon, src[:-1], src[-1], list(cands[0][:-1]),
-                                      [c[-1] for c in cands], true,
-                                      None if dist is None else str(dist)))
-    return out
-
-
-def _ante_bucket(d) -> str | None:
-    if d is None:
-        return None
-    return ">3" if int(d) > 3 else str(int(d))
-
-
-def read_contrapro(path: Path, context_src: Path | None = None,
-                   context_tgt: Path | None = None) -> list[ContrastiveExample]:
-    """Read ContraPro (Müller et al. 2018), optionally with its extracted one-sentence context."""
-    data = _load_json_list(path)
-    ctx_lines = {side: Path(f).read_text(encoding="utf-8").split("\n")
-                 for side, f in (("src", context_src), ("tgt", context_tgt)) if f is not None}
-    line = 0
-    out = []
-    for i, rec in enumerate(data):
-        try:
-            cands = [rec["ref segment"]] + [e["contrastive"] for e in rec["errors"]]
-            pron = rec["ref pronoun"].lower()
-            dist = _ante_bucket(rec.get("ante distance"))
-            src = rec["src segment"]
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise SuiteFormatError(f"{path}: example {i}: missing or bad field ({e})") from e
-        context = {"src": [], "tgt": []}
-        for side, lines in ctx_lines.items():
-            if line >= len(lines):
-                raise SuiteFormatError(f"{context_src if side == 'src' else context_tgt}:"
-                                       f"{len(lines)}: too few lines for example {i}")
-            # the line of the reference candidate; its error lines repeat the same context
-            context[side] = [lines[line]] if lines[line].strip() else []
-        src_ctx, tgt_ctx = context["src"], context["tgt"]
-        out.append(ContrastiveExample(pron, src_ctx, src, tgt_ctx, cands, 0, dist))
-        line += len(cands)
-    return out
-
-
-def read_suite(spec: dict) -> list[ContrastiveExample]:
-    """A suite from its config entry: ``{format: voita|contrapro, path, [context_src, context_tgt],
-    [phenomenon]}``."""
-    fmt = spec.get("format")
-    if fmt == "voita":
-        return read_voita(Path(spec["path"]), spec.get("phenomenon", Path(spec["path"]).stem))
-    if fmt == "contrapro":
-        opt = {k: Path(spec[k]) for k in ("context_src", "context_tgt") if spec.get(k)}
-        return read_contrapro(Path(spec["path"]), **opt)
-    raise SuiteFormatError(f"{spec.get('path')}: unknown suite format {fmt!r}")
-
-
-def evaluate_suite(examples: Iterable[ContrastiveExample], score_fn: ScoreFn) -> dict:
-    """Accuracy overall, per phenomenon and per context/antecedent distance."""
-    total = Counter()
-    correct = Counter()
-    for ex in examples:
-        scores = score_fn(ex.src_context, ex.src, ex.tgt_context, ex.candidates)
-        best = scores[ex.true_index]
-        ok = all(best > s for j, s in enumerate(scores) if j != ex.true_index)
-        keys = ["all", f"phenomenon:{ex.phenomenon}"]
-        if ex.distance is not None:
-            keys.append(f"distance:{ex.distance}")
-        for key in keys:
-            total[key] += 1
-            correct[key] += ok
-
-    def acc(prefix: str) -> dict:
-        return {k.split(":", 1)[1]: {"accuracy": round(100 * correct[k] / total[k], 2),
-                                     "correct": correct[k], "total": total[k]}
-                for k in sorted(total) if k.startswith(prefix)}
-
-    return {"accuracy": round(100 * correct["all"] / total["all"], 2) if total["all"] else None,
-            "correct": correct["all"], "total": total["all"],
-            "by_phenomenon": acc("phenomenon:"), "by_distance": acc("distance:")}
-
 
 class CheckpointScorer:
     """``score_fn`` over a trained model: sum of target log-probabilities (EOS included).
@@ -379,13 +245,25 @@ def _group(rows: list[dict], target: Callable[[dict], str]) -> list[list[tuple[s
 # CLI
 # ------------------------------------------------------------------------------------------------
 
+def lang_pair(text: str) -> tuple[str, str]:
+    """``--lang-pair es-en`` -> ("es", "en")."""
+    if not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a language pair like es-en")
+    src, tgt = text.split("-")
+    return src, tgt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("contrastive", help="accuracy of one checkpoint on the configured suites")
     c.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory")
     c.add_argument("--suites", required=True,
-                   help="JSON: suite name -> {format, path, [context_src, context_tgt]}")
+                   help="JSON: suite name -> {format, path, [direction], [context_src, "
+                        "context_tgt, context_size], [phenomenon]}")
+    c.add_argument("--lang-pair", required=True, type=lang_pair, metavar="SRC-TGT",
+                   help="the model's language pair (config src_lang-tgt_lang), e.g. es-en; "
+                        "a suite in another direction is refused")
     c.add_argument("--max-examples", type=int, default=0, help="first N examples per suite (0=all)")
     c.add_argument("--output", required=True, type=Path)
     k = sub.add_parser("consistency", help="lexical consistency of references and models")
@@ -401,17 +279,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "contrastive":
             suites = json.loads(args.suites)
-            manifest.params = {"suites": suites, "max_examples": args.max_examples}
+            check_suite_directions(suites, *args.lang_pair)
+            manifest.params = {"suites": suites, "max_examples": args.max_examples,
+                               "lang_pair": "-".join(args.lang_pair)}
             manifest.add_input(args.checkpoint)
             scorer = CheckpointScorer.from_checkpoint(args.checkpoint)
             result: dict = {"suites": {}}
             for name, spec in suites.items():
-                examples = read_suite(spec)
-                manifest.add_input(spec["path"])
+                examples = read_suite(name, spec)
+                for key in ("path", "context_src", "context_tgt"):
+                    if spec.get(key):
+                        manifest.add_input(spec[key])
                 if args.max_examples:
                     examples = examples[: args.max_examples]
                 log.info("suite %s: %d examples", name, len(examples))
-                result["suites"][name] = evaluate_suite(examples, scorer)
+                result["suites"][name] = evaluate_suite(examples, scorer,
+                                                        suite_format(name, spec).decision)
                 manifest.counts[name] = len(examples)
         else:
             cfg = ConsistencyConfig(args.stop_top_k, args.min_chars)

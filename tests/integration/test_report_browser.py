@@ -1,7 +1,7 @@
 """The report in a real headless browser: it renders, its tables and image are there, every link
 resolves; and the Snakemake rules build it (and ``snakemake --report``) from stage outputs.
 
-Chromium comes from Debian (`apt-get install -y chromium`); the test installs it when it is
+Chromium comes from Debian (`apt-get install -y --no-install-recommends chromium`); the test installs it when it is
 missing and it runs as root, and skips (saying why) only where that is impossible.
 """
 
@@ -31,11 +31,11 @@ def chromium() -> str:
         return CHROMIUM
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         pytest.skip("chromium is not installed and cannot be installed here "
-                    "(needs root and apt-get: apt-get install -y chromium)")
-    proc = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True,
+                    "(needs root and apt-get: apt-get install -y --no-install-recommends chromium)")
+    proc = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], capture_output=True,
                           text=True, timeout=900)
     if proc.returncode != 0 or not Path(CHROMIUM).exists():
-        pytest.skip(f"apt-get install -y chromium failed: {proc.stderr[-500:]}")
+        pytest.skip(f"apt-get install -y --no-install-recommends chromium failed: {proc.stderr[-500:]}")
     return CHROMIUM
 
 

@@ -1,9 +1,10 @@
-"""Contrastive suite readers and scorer, the checkpoint score_fn, and lexical consistency."""
+"""The checkpoint score_fn and the contrastive command, and lexical consistency."""
 
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,87 +12,13 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline_lib.evaluate import discourse
+from pipeline_lib.evaluate import discourse, suites
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import BOS_ID, EOS_ID
 from pipeline_lib.schema import DOC_SCHEMA
 
-# Two examples in the exact layout of lena-voita/good-translation-wrong-in-context
-# consistency_testsets/deixis_test.json (context and current sentence joined by " _eos ").
-VOITA = [
-    {"src": "Are you coming ? _eos Yes . _eos You were late .",
-     "dst": ["Ты идёшь ? _eos Да . _eos Ты опоздал .", "Ты идёшь ? _eos Да . _eos Вы опоздали ."],
-     "true_ind": 0, "ctx_dist": 2},
-    {"src": "Are you coming ? _eos You were late .",
-     "dst": ["Вы идёте ? _eos Ты опоздал .", "Вы идёте ? _eos Вы опоздали ."],
-     "true_ind": 1, "ctx_dist": 1},
-]
-# ContraPro (ZurichNLP/ContraPro contrapro.json) field names; context from
-# json2text_and_context.pl --context 1: one line per scored line (reference, then errors).
-CONTRAPRO = [
-    {"src segment": "Play it .", "ref segment": "Spiel ihn .", "src pronoun": "it",
-     "ref pronoun": "ihn", "ante distance": 1, "intrasegmental": False,
-     "errors": [{"contrastive": "Spiel sie .", "replacement": "sie"},
-                {"contrastive": "Spiel es .", "replacement": "es"}]},
-    {"src segment": "It is red .", "ref segment": "Sie ist rot .", "src pronoun": "it",
-     "ref pronoun": "Sie", "ante distance": 5, "intrasegmental": False,
-     "errors": [{"contrastive": "Er ist rot .", "replacement": "er"}]},
-]
-
-
-def test_read_voita_splits_context_and_candidates(tmp_path):
-    path = tmp_path / "deixis_test.json"
-    path.write_text(json.dumps(VOITA, ensure_ascii=False))
-    ex = discourse.read_voita(path, "deixis")
-    assert ex[0].src_context == ["Are you coming ?", "Yes ."]
-    assert ex[0].src == "You were late ."
-    assert ex[0].tgt_context == ["Ты идёшь ?", "Да ."]
-    assert ex[0].candidates == ["Ты опоздал .", "Вы опоздали ."]
-    assert (ex[1].true_index, ex[1].distance, ex[1].phenomenon) == (1, "1", "deixis")
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps([{"src": "a _eos b", "dst": ["x _eos y", "z _eos y"], "true_ind": 0}]))
-    with pytest.raises(discourse.SuiteFormatError, match="differ in their context"):
-        discourse.read_voita(bad, "x")
-    broken = tmp_path / "broken.json"
-    broken.write_text('[{"src": 1,\n')
-    with pytest.raises(discourse.SuiteFormatError, match="broken.json:2"):
-        discourse.read_voita(broken, "x")
-
-
-def test_read_contrapro_with_context_files(tmp_path):
-    (tmp_path / "contrapro.json").write_text(json.dumps(CONTRAPRO))
-    # 3 scored lines for example 0, 2 for example 1 (empty context = document start)
-    (tmp_path / "ctx.en").write_text("I found a song .\n" * 3 + "\n" * 2)
-    (tmp_path / "ctx.de").write_text("Ich fand ein Lied .\n" * 3 + "\n" * 2)
-    ex = discourse.read_suite({"format": "contrapro", "path": str(tmp_path / "contrapro.json"),
-                               "context_src": str(tmp_path / "ctx.en"),
-                               "context_tgt": str(tmp_path / "ctx.de")})
-    assert ex[0].candidates == ["Spiel ihn .", "Spiel sie .", "Spiel es ."]
-    assert ex[0].src_context == ["I found a song ."] and ex[0].tgt_context == ["Ich fand ein Lied ."]
-    assert ex[1].src_context == [] and ex[1].phenomenon == "sie" and ex[1].distance == ">3"
-    no_ctx = discourse.read_contrapro(tmp_path / "contrapro.json")
-    assert no_ctx[0].src_context == [] and no_ctx[0].true_index == 0
-    (tmp_path / "short.en").write_text("a\n")
-    with pytest.raises(discourse.SuiteFormatError, match="short.en"):
-        discourse.read_contrapro(tmp_path / "contrapro.json", tmp_path / "short.en")
-
-
-def test_evaluate_suite_counts_strict_wins_per_phenomenon_and_distance(tmp_path):
-    (tmp_path / "contrapro.json").write_text(json.dumps(CONTRAPRO))
-    ex = discourse.read_contrapro(tmp_path / "contrapro.json")
-
-    def prefers(word):  # a fake model that likes one pronoun
-        return lambda sc, s, tc, cands: [float(word in c.lower().split()) for c in cands]
-
-    res = discourse.evaluate_suite(ex, prefers("ihn"))
-    assert (res["accuracy"], res["correct"], res["total"]) == (50.0, 1, 2)
-    assert res["by_phenomenon"]["ihn"]["accuracy"] == 100.0
-    assert res["by_phenomenon"]["sie"]["accuracy"] == 0.0
-    assert res["by_distance"] == {"1": {"accuracy": 100.0, "correct": 1, "total": 1},
-                                  ">3": {"accuracy": 0.0, "correct": 0, "total": 1}}
-    ties = discourse.evaluate_suite(ex, lambda *a: [0.0] * len(a[3]))
-    assert ties["correct"] == 0
-
+# a Voita-format suite (tests/data/contrastive/README.md)
+DEIXIS = Path(__file__).resolve().parents[1] / "data/contrastive/voita/deixis_test.json"
 
 V = 12  # toy vocabulary: ids 4.. are the letters a, b, c, ...
 
@@ -135,12 +62,13 @@ def test_checkpoint_scorer_picks_the_candidate_the_context_supports():
     scorer = discourse.CheckpointScorer(ContextCopyModel(), encode, inputs=inputs)
     assert max(range(2), key=scorer(["b"], "x", [], ["a a", "b b"]).__getitem__) == 1
     assert max(range(2), key=scorer(["a"], "x", [], ["a a", "b b"]).__getitem__) == 0
-    ex = [discourse.ContrastiveExample("p", ["b"], "x", [], ["a", "b"], 1, "1"),
-          discourse.ContrastiveExample("p", ["a"], "x", [], ["a", "b"], 0, "1"),
-          discourse.ContrastiveExample("p", ["c"], "x", [], ["a", "c", "b"], 1, "2")]
-    assert discourse.evaluate_suite(ex, scorer)["accuracy"] == 100.0
-    assert discourse.evaluate_suite(ex, discourse.CheckpointScorer(UniformModel(), encode))[
-        "accuracy"] == 0.0
+    ex = [suites.ContrastiveExample("p", ["b"], "x", [], ["a", "b"], 1, "1"),
+          suites.ContrastiveExample("p", ["a"], "x", [], ["a", "b"], 0, "1"),
+          suites.ContrastiveExample("p", ["c"], "x", [], ["a", "c", "b"], 1, "2")]
+    strict = suites.Decision.STRICT
+    assert suites.evaluate_suite(ex, scorer, strict)["accuracy"] == 100.0
+    assert suites.evaluate_suite(ex, discourse.CheckpointScorer(UniformModel(), encode),
+                                    strict)["accuracy"] == 0.0
 
 
 def test_lexical_consistency_on_a_hand_checked_example():
@@ -188,6 +116,16 @@ def test_consistency_cli_reports_references_and_models(tmp_path):
     assert man["rejected_total"] == 1
 
 
+def test_contrastive_cli_refuses_a_suite_in_another_direction(tmp_path, caplog):
+    """Before it opens the checkpoint (which does not exist here)."""
+    pronouns = {"format": "contrapro", "path": "c.json"}
+    rc = discourse.main(["contrastive", "--checkpoint", str(tmp_path / "none"), "--suites",
+                         json.dumps({"pronouns": pronouns}), "--lang-pair", "es-en",
+                         "--output", str(tmp_path / "o.json")])
+    assert rc == 1 and not (tmp_path / "o.json").exists()
+    assert "suite pronouns is en-de" in caplog.text and "is es-en" in caplog.text
+
+
 def test_contrastive_cli_on_a_real_checkpoint(tmp_path):
     """The pipeline's transformer, saved as a checkpoint directory with a real sentencepiece
     model, scored on a Voita-format suite through the CLI; scores match a direct forward pass."""
@@ -210,15 +148,14 @@ def test_contrastive_cli_on_a_real_checkpoint(tmp_path):
     model = build_model(cfg)
     ckpt = save_checkpoint(tmp_path / "best", model.state_dict(), cfg.to_dict(),
                            spm_model=tmp_path / "spm.model")
-    suite = tmp_path / "deixis_test.json"
-    suite.write_text(json.dumps(VOITA, ensure_ascii=False))
     out = tmp_path / "o" / "contrastive.json"
     rc = discourse.main(["contrastive", "--checkpoint", str(ckpt), "--suites",
-                         json.dumps({"deixis": {"format": "voita", "path": str(suite)}}),
-                         "--output", str(out)])
+                         json.dumps({"deixis": {"format": "voita", "path": str(DEIXIS)}}),
+                         "--lang-pair", "en-ru", "--output", str(out)])
     assert rc == 0
     res = json.loads(out.read_text())["suites"]["deixis"]
-    assert res["total"] == 2 and set(res["by_distance"]) == {"1", "2"}
+    assert res["total"] == 4 and set(res["by_distance"]) == {"1", "2", "3"}
+    assert res["decision"] == "first_best"
     scorer = discourse.CheckpointScorer.from_checkpoint(ckpt)
     scores = scorer([], "You were late .", [], ["Ты опоздал .", "Вы опоздали ."])
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))

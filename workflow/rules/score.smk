@@ -4,7 +4,17 @@
 
 import json
 
+from snakemake.exceptions import WorkflowError
+
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.evaluate.suites import check_suite_directions
+
+# Before the DAG is built: a suite in another language pair than the models would be scored
+# without a word of warning (e.g. the En-Ru suites under a Zh-En preset).
+try:
+    check_suite_directions(plan.suites, config["src_lang"], config["tgt_lang"])
+except ValueError as e:
+    raise WorkflowError(str(e)) from None
 
 
 rule score_test:
@@ -65,11 +75,13 @@ rule discourse_contrastive:
         "logs/discourse_contrastive/{model}.log",
     params:
         suites=json.dumps(plan.suites, sort_keys=True),
+        lang_pair=f"{config['src_lang']}-{config['tgt_lang']}",
         max_examples=config["score"]["discourse_max_examples"],
         code=code_hash("evaluate.discourse"),
     conda:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.discourse contrastive --checkpoint {input.checkpoint:q}"
-        " --suites {params.suites:q} --max-examples {params.max_examples}"
+        " --suites {params.suites:q} --lang-pair {params.lang_pair}"
+        " --max-examples {params.max_examples}"
         " --output {output.contrastive:q} > {log:q} 2>&1"
