@@ -297,7 +297,8 @@ def test_two_step_training_keeps_sentence_level_parameters_bit_identical(variant
     case = make_case(variant, seed=1, dropout=0.1)
     model = case.model
     keys = init_from_checkpoint(model, tmp_path / "step1")
-    assert keys["unexpected"] == [] and sorted(keys["missing"]) == sorted(model.new_parameter_names())
+    assert keys["unexpected"] == []
+    assert sorted(keys["missing"]) == sorted(model.new_parameter_names())
     frozen = apply_freeze(model, (SENTENCE_LEVEL,))
     assert sorted(frozen) == sorted(n for n, _ in base.named_parameters())
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}

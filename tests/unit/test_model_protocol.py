@@ -30,7 +30,7 @@ from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.training.data import (DataPosition, LoaderConfig, TrainLoader, collate,
                                         dev_batches)
 from pipeline_lib.training.train import TrainConfig, train
-from test_data import write_doc_corpus
+from test_data import write_doc_corpus  # tests/unit: the shared doc-shard builder
 
 NEXT_SRC = "next_src"       # Batch.extra key: (B, L) the next source sentence of each row
 NEXT_MEMORY = "next"        # the memory the inserted cross-attention reads
@@ -52,7 +52,7 @@ class NextSentence(ContextRule):
             return [BOS_ID]
         return list(doc[i + 1]["src_ids"])[-(self.max_len - 1):] + [EOS_ID]
 
-    def collate(self, contexts: Sequence[Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    def collate(self, contexts: Sequence[Any]) -> tuple[None, dict[str, torch.Tensor]]:
         return None, {NEXT_SRC: pad_2d(contexts)}
 
 
@@ -190,8 +190,8 @@ def test_the_scorer_feeds_the_model_its_own_rule(trained):
         batch = collate([{**rows[i], "tgt_ids": sp.encode(c)} for c in cands], inputs)
         with torch.no_grad():
             logp = torch.log_softmax(scorer.model(batch).logits, -1)
-        tok = logp.gather(-1, batch.tgt_out[..., None])[..., 0].masked_fill(batch.tgt_out == PAD_ID, 0)
-        return tok.sum(-1).tolist()
+        tok = logp.gather(-1, batch.tgt_out[..., None])[..., 0]          # (n, T)
+        return tok.masked_fill(batch.tgt_out == PAD_ID, 0.0).sum(-1).tolist()
 
     assert loader_scores(["sol luna", src], 1) == pytest.approx(scores, abs=1e-5)
     followed = loader_scores([src, "sol luna"], 0)
