@@ -239,6 +239,7 @@ def test_two_ranks_read_what_two_workers_of_one_process_read(corpus, name):
 # --------------------------------------------------------------------------- the trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(JOBS))
 def test_ddp_matches_one_process_on_the_same_global_batch(corpus, tmp_path, name):
     run_ddp(name, corpus, tmp_path / "ddp")
