@@ -195,7 +195,8 @@ class CAMNTransformer(Transformer):
                 if self.camn.memory_mode is MemoryMode.CONCAT
                 else PreviousSentenceSlots(n, max_len, CTX_SENTS))
         return ModelInputs(mode=DataMode.CONTEXT,
-                           context=RandomSentences(rule) if self.camn.random_context else rule)
+                           context=RandomSentences(rule) if self.camn.random_context else rule,
+                           batch_invariant=self.camn.memory_mode is not MemoryMode.BATCH)
 
     # --- memory ----------------------------------------------------------------------------
     def memory_tokens(self, batch: Batch) -> torch.Tensor:

@@ -23,6 +23,8 @@ What a ``ModelInputs`` declares:
 * ``in_document_order``: decoding walks documents sentence by sentence, in order, calling the
   model's ``start_documents`` / ``finish_sentences`` hooks (translation history);
 * ``dev_bleu_skip``: why greedy dev BLEU would not measure this model (None = it does);
+* ``batch_invariant``: False when a sentence's output depends on the sentences batched with it
+  (a memory shared by the batch); the contract tests then skip batch-invariance;
 * ``schedule``: which training steps take the second (``--aux-shards``) data stream.
 
 The context helpers below (:func:`context_ids`, :func:`context_sentences`,
@@ -330,6 +332,7 @@ class ModelInputs:
     heads: bool = False
     in_document_order: bool = False
     dev_bleu_skip: str | None = None
+    batch_invariant: bool = True
     schedule: Callable[[int, float], Phase] = field(default=interleaved_schedule)
 
     def __post_init__(self) -> None:

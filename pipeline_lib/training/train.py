@@ -50,7 +50,7 @@ from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import CKPT_FINAL, MANIFEST_FILE, PAD_ID
+from pipeline_lib.constants import CKPT_FINAL, MANIFEST_FILE, PAD_ID, DataMode
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib.training import checkpoint as ckpt
@@ -284,11 +284,13 @@ class Trainer:
         self._data(shards, dev_shards, aux_shards)
         self.ddp = self.model
         if self.info.world_size > 1:
-            # Two data streams exercise different parts of the model (sentence batches of a
-            # document-level model leave its document modules unused), which DDP must be told.
+            # Sentence batches of a document-level model leave its document modules unused (on
+            # every step without an aux stream), and two data streams may exercise different
+            # parts of any model: DDP must be told, or it fails at the second step.
+            unused = self.aux_loader is not None or self.inputs.mode is DataMode.DOCUMENT
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=self.aux_loader is not None)
+                find_unused_parameters=unused)
         self.forward = torch.compile(self.ddp) if tcfg.compile else self.ddp
         self.record = run_record(tcfg)
 

@@ -1,5 +1,6 @@
 """Training end to end on real shards: a copy task is learnt, kill -9 / SIGTERM and resume give
-bit-identical parameters, two-step hooks (init_from + freeze) and DDP over two CPU processes."""
+bit-identical parameters, two-step hooks (init_from + freeze), every registered model trains.
+DDP over two CPU processes: test_ddp.py."""
 
 from __future__ import annotations
 
@@ -145,50 +146,6 @@ def test_kill9_and_sigterm_resume_bit_identical(corpus, tmp_path):
     steps = [r["step"] for r in _metrics(run) if r["split"] == "train"]
     assert steps == list(range(10, 151, 10))
     assert len(list((run / "checkpoints").glob("step-*"))) == 2
-
-
-def _ddp_worker(rank: int, shards: str, port: int, out: str) -> None:
-    """Real gloo process group: each rank records which rows its loader yields."""
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    loader = TrainLoader(shards, LoaderConfig(max_tokens=300), dist.get_rank(), dist.get_world_size())
-    keys = [k for _, b in loader.iterate(DataPosition()) for k in zip(b.doc_id, b.sent_idx)]
-    gathered = [None, None]
-    dist.all_gather_object(gathered, keys)
-    if rank == 0:
-        Path(out).write_text(json.dumps(gathered))
-    dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.slow
-def test_ddp_two_cpu_processes(corpus, tmp_path):
-    import torch.multiprocessing as mp
-
-    shards, _, _ = corpus
-    out = tmp_path / "keys.json"
-    mp.spawn(_ddp_worker, args=(str(shards), _free_port(), str(out)), nprocs=2)
-    k0, k1 = (set(map(tuple, k)) for k in json.loads(out.read_text()))
-    assert k0 and k1 and not k0 & k1 and len(k0 | k1) == 600
-    # the trainer itself under torchrun: two gloo processes train in lock-step
-    run = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(_free_port()), *_cli(corpus, run, {
-               "max_tokens": 300, "max_steps": 12, "warmup": 4, "validate_every": 6,
-               "save_every": 6, "log_every": 6, "dev_bleu": False})]
-    res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    man = json.loads((run / "manifest.json").read_text())
-    assert man["world_size"] == 2 and man["counts"]["steps"] == 12
-    assert [r["step"] for r in _metrics(run) if r["split"] == "dev"] == [6, 12]
 
 
 def test_resume_only_the_same_run():

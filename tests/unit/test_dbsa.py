@@ -1,13 +1,13 @@
 """DBSA (Deguchi et al. 2019): parse-head structure, bi-affine attention, supervision (incl. the
-decoder's future heads), causality, incremental decoding, decoding without heads, and starting
-from / freezing a sentence-level Transformer."""
+decoder's future heads), decoding without heads, the parameters it adds to a sentence-level
+Transformer. The contract every model keeps (causality, incremental decoding, batch-invariant
+search, two-step freezing) is tests/unit/test_model_contract.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.batch import Batch
 from pipeline_lib.training.data import collate
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
@@ -15,8 +15,7 @@ from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.dbsa import (NO_HEAD, DependencyAttention, DependencyTransformer,
                                       parse_layer_index, parse_loss, target_gold)
 from pipeline_lib.models.layers import Attention
-from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
-from pipeline_lib.training.train import apply_freeze, init_from_checkpoint
+from pipeline_lib.training.optim import build_optimizer
 
 torch.set_num_threads(1)
 
@@ -146,17 +145,6 @@ def test_future_pointing_head_labels_give_no_loss_and_no_gradient():
         parse_loss(log_attn.detach(), torch.tensor([[0, 0, 3]]))
 
 
-def test_future_target_tokens_do_not_change_earlier_logits():
-    model, batch = model_for(), make_batch()
-    ref = model(batch).logits
-    for t in range(batch.tgt_in.size(1) - 1):
-        changed = make_batch()
-        changed.tgt_in[:, t + 1:] = 40
-        out = model(changed).logits
-        torch.testing.assert_close(out[:, : t + 1], ref[:, : t + 1], rtol=0, atol=1e-6)
-        assert not torch.allclose(out[0, t + 1:], ref[0, t + 1:])
-
-
 def test_parse_head_changes_the_output():
     """The bi-affine head really feeds the layer output (U^(1) and u^(2) both matter)."""
     model, batch = model_for(), make_batch()
@@ -169,23 +157,17 @@ def test_parse_head_changes_the_output():
         assert (other(batch).logits - ref).abs().max() > 1e-4, param
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_incremental_decode_step_equals_full_decode(norm_first):
-    torch.manual_seed(0)
-    model = build_model(ModelConfig.from_dict({**tiny().to_dict(), "norm_first": norm_first})).eval()
-    batch = make_batch(with_heads=False)
+def test_search_keeps_no_parse_attention():
+    """Incremental steps (a cache) store no A_parse: decoding computes no parse loss
+    (test_model_contract.py checks that the steps equal a full decode)."""
+    model, batch = model_for(), make_batch(with_heads=False)
     with torch.no_grad():
-        enc = model.encode(batch)
-        full = torch.log_softmax(model.decode(batch.tgt_in, enc), dim=-1)    # (B, T, V)
-        state = model.init_state(enc)
+        state = model.init_state(model.encode(batch))
         for t in range(batch.tgt_in.size(1)):
-            lp, state = model.decode_step(batch.tgt_in[:, t:t + 1], state, t)
-            torch.testing.assert_close(lp, full[:, t], rtol=0, atol=1e-5)
-        assert model.parse_dec.log_attn is None       # no stored attention while searching
-        swap = torch.tensor([1, 0])
-        state2 = model.init_state(model.encode(batch)).reorder(swap)
-        lp, _ = model.decode_step(batch.tgt_in[swap, :1], state2, 0)
-        torch.testing.assert_close(lp, full[swap, 0], rtol=0, atol=1e-5)
+            _, state = model.decode_step(batch.tgt_in[:, t:t + 1], state, t)
+    assert model.parse_dec.log_attn is None
+    model(batch)                                         # teacher-forced: stored for the loss
+    assert model.parse_dec.log_attn is not None
 
 
 def test_decoding_needs_no_parser():
@@ -221,17 +203,16 @@ def test_parse_supervision_is_learnable():
     assert last["parse_acc_enc"] == 1.0 and last["parse_acc_dec"] == 1.0
 
 
-def test_baseline_state_dict_leaves_only_new_parameters_missing():
+def test_new_parameters_are_the_biaffine_u1_u2():
+    """What a sentence-level checkpoint lacks (test_model_contract.py checks that it loads
+    leaving exactly these missing): U^(1) and u^(2) of the two parse heads."""
     torch.manual_seed(0)
     base = Transformer(tiny(name="transformer"))
     model = model_for(seed=1)
-    res = model.load_state_dict(base.state_dict(), strict=False)
-    assert res.unexpected_keys == []
-    assert sorted(res.missing_keys) == sorted(model.new_parameter_names())
-    assert sorted(res.missing_keys) == ["decoder.0.blocks.self_attn.fn.parse_u1",
-                                        "decoder.0.blocks.self_attn.fn.parse_u2",
-                                        "encoder.0.blocks.self_attn.fn.parse_u1",
-                                        "encoder.0.blocks.self_attn.fn.parse_u2"]
+    assert sorted(model.new_parameter_names()) == ["decoder.0.blocks.self_attn.fn.parse_u1",
+                                                   "decoder.0.blocks.self_attn.fn.parse_u2",
+                                                   "encoder.0.blocks.self_attn.fn.parse_u1",
+                                                   "encoder.0.blocks.self_attn.fn.parse_u2"]
     overhead = model.num_parameters() - base.num_parameters()
     hs = 32 // 2
     assert overhead == 2 * (hs * hs + hs)
@@ -241,34 +222,3 @@ def test_baseline_state_dict_leaves_only_new_parameters_missing():
     print(f"\nnum_parameters tiny: baseline {base.num_parameters()} dbsa {model.num_parameters()} "
           f"(+{overhead}); base: baseline {big_base} dbsa {big} (+{big - big_base}, "
           f"{100 * (big - big_base) / big_base:.4f}%)")
-
-
-def test_frozen_sentence_level_parameters_stay_bit_identical(tmp_path):
-    torch.manual_seed(0)
-    base = Transformer(tiny(name="transformer"))
-    ckpt.save_checkpoint(tmp_path / "step1", base.state_dict(), base.cfg.to_dict())
-    model = DependencyTransformer(tiny())
-    keys = init_from_checkpoint(model, tmp_path / "step1")
-    assert keys["unexpected"] == [] and sorted(keys["missing"]) == sorted(model.new_parameter_names())
-    frozen = apply_freeze(model, DependencyTransformer.sentence_level_prefixes())
-    assert sorted(frozen) == sorted(n for n, _ in base.named_parameters())
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    opt = build_optimizer([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    model.train()
-    batch = make_batch()
-    for _ in range(3):
-        opt.zero_grad(set_to_none=True)
-        out = model(batch)
-        loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, 0.1)
-        ((loss + out.aux_loss * n) / n).backward()          # as the trainer combines them
-        opt.step()
-    for name, p in model.named_parameters():
-        if name in frozen:
-            assert torch.equal(p, before[name]), f"frozen parameter changed: {name}"
-        else:
-            assert not torch.equal(p, before[name]), f"parse parameter not trained: {name}"
-    ckpt.save_checkpoint(tmp_path / "dbsa", model.state_dict(), model.cfg.to_dict())
-    loaded, _ = ckpt.load_model(tmp_path / "dbsa")
-    assert isinstance(loaded, DependencyTransformer)
-    model.eval()
-    torch.testing.assert_close(loaded(batch).logits, model(batch).logits, rtol=0, atol=0)

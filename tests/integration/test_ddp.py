@@ -1,0 +1,284 @@
+"""Every registered model trains under DDP (``torchrun --nproc-per-node 2``, gloo on CPU) and ends
+with the weights of single-process training on the same global batch.
+
+Same global batch: the loader deals its shuffled work units round-robin to ``world_size *
+num_workers`` streams and seeds each stream by its index (``ShardStream.stream_units`` /
+``__iter__``), and a DataLoader yields its workers' batches in turn. So rank r of 2 ranks without
+workers reads what worker r of one process with 2 workers reads, and one update of 2 ranks x
+``update_freq 1`` takes the micro-batches that one update of 1 process x ``update_freq 2`` takes
+(:func:`test_two_ranks_read_what_two_workers_of_one_process_read` checks this on the loader).
+
+STREAM mode (the cache) cannot be matched that way: it always reads in the main process (its
+document lanes must not interleave across workers), and one model instance holds one set of
+document streams. Its reference is what DDP promises to compute: two replicas of the model,
+each with its own streams, replica r reading ``TrainLoader(rank=r, world_size=2)`` (the loader
+of DDP rank r), their gradients summed and divided by the global target-token count, one step
+of the trainer's Adam and schedule (:func:`replica_reference`).
+
+Setups are the ones the models are trained with (config/config.yaml): doct, camn and cache on
+top of a frozen sentence-level checkpoint, crosstask with restoration batches on half of the
+updates (``aux_ratio 0.5``, which leaves its document modules unused on sentence steps:
+DistributedDataParallel needs ``find_unused_parameters`` there), and crosstask on sentence
+batches alone (its document modules never used). A model without an entry in ``SETUPS`` is
+trained plainly. Dropout is 0, so nothing random differs between the runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+import torch
+
+from pipeline_lib.batch import Batch
+from pipeline_lib.constants import DataMode
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.inputs import inputs_for
+from pipeline_lib.models.registry import MODELS, build_model
+from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
+from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
+from pipeline_lib.training.train import (SENTENCE_LEVEL, TrainConfig, apply_freeze,
+                                         init_from_checkpoint, train)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from test_data import write_doc_corpus  # noqa: E402  (shared shard builder)
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 4
+MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1, "dec_layers": 1,
+         "dropout": 0.0, "max_len": 64}
+TRAIN = TrainConfig(max_tokens=100, max_steps=STEPS, warmup=2, validate_every=2, save_every=2,
+                    log_every=1, dev_bleu=False, device="cpu")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job: the model, its extras, on a frozen sentence-level checkpoint or not, with
+    aux shards or not."""
+
+    model: str
+    extras: dict = field(default_factory=dict)
+    two_step: bool = False
+    aux: str | None = None          # "restore": the restoration shards on aux_ratio 0.5
+
+
+#: The setups the models are trained with (config/config.yaml); other models: plain training.
+SETUPS = {"doct": Job("doct", {"context_sentences": 2}, two_step=True),
+          "camn": Job("camn", {"memory_sentences": 2, "memory_mode": "weighted"}, two_step=True),
+          "cache": Job("cache", {"cache_size": 5}, two_step=True),
+          "crosstask": Job("crosstask", {"max_sentences": 3}, aux="restore")}
+#: Sentence batches only: crosstask's document modules are never used (DDP must know).
+JOBS = {**{name: SETUPS.get(name, Job(name)) for name in MODELS},
+        "crosstask_sentences": Job("crosstask", {"max_sentences": 3})}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    """Doc and restoration shards, dev shards, the sentencepiece model and a 2-step
+    sentence-level checkpoint (the first step of the two-step models)."""
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("ddp")
+    doc, restore, spm_model = write_doc_corpus(root / "train", n_docs=40)
+    dev, _, _ = write_doc_corpus(root / "dev", n_docs=4, n_shards=1, seed=3, spm_model=spm_model)
+    quick = TrainConfig(**{**TRAIN.to_dict(), "max_steps": 2, "freeze": ()})
+    assert train({**MODEL, "name": "transformer"}, quick, doc, dev, spm_model, root / "base") == 0
+    return {"doc": doc, "restore": restore, "dev": dev, "spm": spm_model,
+            "base": root / "base" / "checkpoints" / "last"}
+
+
+def job(name: str, corpus: dict[str, Path],
+        **train: object) -> tuple[dict, TrainConfig, Path | None]:
+    """Model dict, train config and aux shards of job ``name``."""
+    setup = JOBS[name]
+    tcfg = TrainConfig(**{**TRAIN.to_dict(), "freeze": (SENTENCE_LEVEL,) if setup.two_step else (),
+                          "init_from": str(corpus["base"]) if setup.two_step else None,
+                          "aux_ratio": 0.5 if setup.aux else 0.0, **train})
+    return ({**MODEL, "name": setup.model, "extras": setup.extras}, tcfg,
+            corpus[setup.aux] if setup.aux else None)
+
+
+def build(model_dict: dict, corpus: dict[str, Path]) -> torch.nn.Module:
+    vocab = spm.SentencePieceProcessor(model_file=str(corpus["spm"])).get_piece_size()
+    return build_model(ModelConfig.from_dict({**model_dict, "vocab_size": vocab}))
+
+
+def run_ddp(name: str, corpus: dict[str, Path], out: Path) -> None:
+    model, tcfg, aux = job(name, corpus)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "pipeline_lib.training.train",
+           "--config-json", json.dumps({"model": model, "train": tcfg.to_dict()}),
+           "--shards", str(corpus["doc"]), "--dev-shards", str(corpus["dev"]),
+           "--spm", str(corpus["spm"]), "--out-dir", str(out),
+           *(["--aux-shards", str(aux)] if aux else [])]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-4000:]
+
+
+def run_single(name: str, corpus: dict[str, Path], out: Path, **train_kw: object) -> None:
+    model, tcfg, aux = job(name, corpus, **train_kw)
+    assert train(model, tcfg, corpus["doc"], corpus["dev"], corpus["spm"], out, aux) == 0
+
+
+def replica_reference(name: str, corpus: dict[str, Path]) -> dict[str, torch.Tensor]:
+    """What 2 DDP ranks compute, in one process (module docstring): per-rank replicas and
+    streams, summed gradients over the global token count, the trainer's optimiser step."""
+    model_dict, tcfg, aux = job(name, corpus)
+    assert aux is None, "a reference with an aux stream would need the task schedule too"
+    torch.manual_seed(tcfg.seed)
+    model = build(model_dict, corpus)
+    if tcfg.init_from:
+        init_from_checkpoint(model, tcfg.init_from)
+    apply_freeze(model, tcfg.freeze)
+    replicas = [model, copy.deepcopy(model)]
+    params = [[p for p in r.parameters() if p.requires_grad] for r in replicas]
+    opt = build_optimizer(params[0], tcfg.lr)
+    scheduler = build_scheduler(opt, tcfg.warmup)
+    cfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, buffer_sents=tcfg.buffer_sents,
+                       max_len=model.cfg.max_len,
+                       inputs=inputs_for(model, corpus["spm"]).sentence_batches())
+    streams = [TrainLoader(corpus["doc"], cfg, rank, 2).iterate(DataPosition()) for rank in (0, 1)]
+    for r in replicas:
+        r.train()
+    for _ in range(STEPS):
+        tokens = torch.zeros(())
+        for replica, stream in zip(replicas, streams):
+            replica.zero_grad(set_to_none=True)
+            batch = next(stream)[1]
+            out = replica(batch)
+            loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, tcfg.label_smoothing)
+            if out.aux_loss is not None:
+                loss = loss + out.aux_loss.float() * n
+            loss.backward()
+            tokens = tokens + n
+        scale = 1.0 / tokens.float()
+        for p, q in zip(*params):
+            p.grad = (p.grad + q.grad) * scale
+        opt.step()
+        scheduler.step()
+        with torch.no_grad():
+            for p, q in zip(*params):
+                q.copy_(p)
+    return model.state_dict()
+
+
+def _metrics(out: Path, split: str) -> list[dict]:
+    return [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+            if r["split"] == split]
+
+
+def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6, msg=k)
+
+
+# --------------------------------------------------------------------------- the loader
+
+
+def _same(a: list[Batch], b: list[Batch]) -> bool:
+    """The same batches in the same order (rows, every tensor, every ``extra`` entry)."""
+    fields = ("src", "tgt_in", "tgt_out", "ctx_src", "src_heads", "tgt_heads")
+
+    def equal(x: Batch, y: Batch) -> bool:
+        return (x.doc_id == y.doc_id and x.sent_idx == y.sent_idx
+                and x.extra.keys() == y.extra.keys()
+                and all((getattr(x, f) is None and getattr(y, f) is None)
+                        or torch.equal(getattr(x, f), getattr(y, f)) for f in fields)
+                and all(torch.equal(v, y.extra[k]) for k, v in x.extra.items()))
+
+    return len(a) == len(b) and all(map(equal, a, b))
+
+
+def _round_robin(*streams: list[Batch]) -> list[Batch]:
+    """What a DataLoader yields from workers with these batches: one of each in turn, the
+    longer ones going on alone once a worker is done."""
+    return [s[i] for i in range(max(map(len, streams))) for s in streams if i < len(s)]
+
+
+def _epoch(shards: Path, cfg: LoaderConfig, rank: int, world: int, workers: int) -> list[Batch]:
+    loader = TrainLoader(shards, replace(cfg, num_workers=workers), rank, world)
+    return [b for _, b in loader.iterate(DataPosition())]
+
+
+def _keys(batches: list[Batch]) -> list[tuple[str, int]]:
+    return [k for b in batches for k in zip(b.doc_id, b.sent_idx)]
+
+
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_two_ranks_read_what_two_workers_of_one_process_read(corpus, name):
+    model_dict, tcfg, aux = job(name, corpus)
+    model = build(model_dict, corpus)
+    inputs = inputs_for(model, corpus["spm"])
+    streams = [(corpus["doc"], inputs.sentence_batches())] + ([(aux, inputs)] if aux else [])
+    for shards, spec in streams:
+        cfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, max_len=model.cfg.max_len,
+                           inputs=spec)
+        ranks = [_epoch(shards, cfg, rank, 2, 0) for rank in (0, 1)]
+        single = _epoch(shards, cfg, 0, 1, 2)
+        r0, r1 = map(_keys, ranks)
+        assert r0 and r1 and not set(r0) & set(r1)            # disjoint ranks cover the rows
+        assert sorted(r0 + r1) == sorted(_keys(single))
+        assert all(len(r) >= STEPS for r in ranks)           # no rank runs out within STEPS
+        if spec.mode is DataMode.STREAM:
+            # workers are ignored: one process reads every unit as one stream
+            assert _same(single, _epoch(shards, cfg, 0, 1, 0))
+            assert not _same(single, _round_robin(*ranks))
+        else:
+            assert _same(single, _round_robin(*ranks))
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_ddp_matches_one_process_on_the_same_global_batch(corpus, tmp_path, name):
+    run_ddp(name, corpus, tmp_path / "ddp")
+    ddp = tmp_path / "ddp"
+    man = json.loads((ddp / "manifest.json").read_text())
+    assert man["world_size"] == 2 and man["counts"]["steps"] == STEPS
+    assert [r["step"] for r in _metrics(ddp, "dev")] == [2, 4]   # validated and saved mid-run
+    assert ckpt.resolve_checkpoint(ddp / "checkpoints" / "step-2")
+    weights = ckpt.load_state(ddp / "checkpoints" / "last")
+    ts = ckpt.load_trainer_state(ddp / "checkpoints" / "last")
+    _, tcfg, aux = job(name, corpus)
+    aux_steps = STEPS // 2 if aux else 0
+    # rank 0's stream positions: one micro-batch per update of its phase, epoch 0 throughout
+    assert ts["position"] == {"epoch": 0, "batches": STEPS - aux_steps}
+    assert ts["aux_position"] == {"epoch": 0, "batches": aux_steps}
+    if tcfg.freeze:
+        base = ckpt.load_state(corpus["base"])
+        assert all(torch.equal(weights[k], base[k]) for k in base)   # frozen under DDP too
+
+    torch.set_num_threads(1)
+    model = build(job(name, corpus)[0], corpus)
+    if inputs_for(model, corpus["spm"]).mode is DataMode.STREAM:
+        _assert_same_weights(weights, replica_reference(name, corpus))
+        return
+    one = tmp_path / "one"
+    run_single(name, corpus, one, num_workers=2, update_freq=2)
+    _assert_same_weights(weights, ckpt.load_state(one / "checkpoints" / "last"))
+    assert [r["loss"] for r in _metrics(one, "train")] == pytest.approx(
+        [r["loss"] for r in _metrics(ddp, "train")], rel=1e-6)
+    ts_one = ckpt.load_trainer_state(one / "checkpoints" / "last")
+    assert ts_one["position"]["batches"] == 2 * ts["position"]["batches"]
+
+
+def test_the_comparison_sees_another_global_batch(corpus, tmp_path):
+    """Control: one process with update_freq 2 but without workers takes its two micro-batches
+    from one stream, not one from each: other weights."""
+    torch.set_num_threads(1)
+    run_single("transformer", corpus, tmp_path / "a", num_workers=2, update_freq=2)
+    run_single("transformer", corpus, tmp_path / "b", num_workers=0, update_freq=2)
+    a = ckpt.load_state(tmp_path / "a" / "checkpoints" / "last")
+    b = ckpt.load_state(tmp_path / "b" / "checkpoints" / "last")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) > 1e-4
