@@ -184,41 +184,85 @@ class ContinuousCache:
 
     def write(self, keys: torch.Tensor, values: torch.Tensor, words: torch.Tensor,
               mask: torch.Tensor, rows: torch.Tensor) -> None:
-        """Write a finished sentence per stream, token by token (cache updating).
+        """Write a finished sentence per stream (cache updating), all tokens at once.
 
         :param keys: (R, T, d) c_t. :param values: (R, T, d) s_t. :param words: (R, T) y_t.
         :param mask: (R, T) bool, True = write this token. :param rows: (R,) long stream index.
-        Stored detached (truncated back-propagation between sentences).
+
+        The result is that of writing the tokens one by one, in order: a word already cached
+        is averaged with each new occurrence in turn, a new word takes an empty slot, else the
+        least recently written one, and every write ticks the stream's clock. So a word that
+        occurs k times ends with weight 2^-(k-j+1) on its j-th occurrence (and 2^-k on its old
+        entry, or the first occurrence keeps that weight for a new word). Computed from a (T, T)
+        same-word matrix instead of a Python loop over tokens. One exception, where a sentence
+        brings more new words than the slots it can take (empty ones and those of words it does
+        not repeat): the slots then hold its most recent new words, whereas one-by-one writing
+        would also have evicted words written earlier in the same sentence. Stored detached
+        (truncated back-propagation between sentences).
         """
         rows = rows.to(self.device)
-        K, Vs, W = self.keys[rows], self.values[rows], self.words[rows]         # (R, I, d/.)
-        last, clock = self.last_used[rows], self.clock[rows]
+        R, T = words.shape
+        size = self.words.size(1)
+        K, Vs, W = self.keys[rows], self.values[rows], self.words[rows]      # (R, I, d/.)
+        last_used, clock = self.last_used[rows], self.clock[rows]
         keys, values = keys.detach().to(K.dtype), values.detach().to(Vs.dtype)
-        words, mask = words.to(self.device), mask.to(self.device)
-        size = W.size(1)
-        for t in range(words.size(1)):
-            y, ok = words[:, t], mask[:, t]                                     # (R,)
-            filled = W.ge(0)
-            hit = filled & W.eq(y[:, None])                                     # (R, I): <= 1 slot
-            has_hit, has_empty = hit.any(1), (~filled).any(1)
-            lru = last.masked_fill(~filled, torch.iinfo(last.dtype).max).argmin(1)
-            slot = torch.where(has_hit, hit.long().argmax(1),
-                               torch.where(has_empty, (~filled).long().argmax(1), lru))   # (R,)
-            at = F.one_hot(slot, size).bool() & ok[:, None]                    # (R, I)
-            # In the cache already: average old and new key/value; otherwise the new ones.
-            k_new = torch.where(has_hit[:, None], (K[torch.arange(len(slot)), slot] + keys[:, t]) / 2,
-                                keys[:, t])                                     # (R, d)
-            v_new = torch.where(has_hit[:, None], (Vs[torch.arange(len(slot)), slot] + values[:, t]) / 2,
-                                values[:, t])
-            K = torch.where(at[..., None], k_new[:, None, :], K)
-            Vs = torch.where(at[..., None], v_new[:, None, :], Vs)
-            W = torch.where(at, y[:, None], W)
-            clock = clock + ok.long()
-            last = torch.where(at, clock[:, None], last)
+        ok = mask.to(self.device)
+        w = torch.where(ok, words.to(self.device), -2)                      # -2: never a word
+        pos = ok.long().cumsum(1)                                           # (R, T) 1-based tick
+        same = (w[:, :, None] == w[:, None, :]) & ok[:, :, None] & ok[:, None, :]   # (R, T, T)
+        earlier = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()      # j <= t
+        count = same.sum(2)                                                 # k of each token
+        rank = (same & earlier).sum(2)                                      # j of each token
+        first_pos = same.int().argmax(2)                                    # its word's first
+        last = ok & rank.eq(count)                                          # one per word
+        filled = W.ge(0)
+        hit_at = (w[:, :, None] == W[:, None, :]) & filled[:, None, :]      # (R, T, I)
+        has_hit = hit_at.any(2)
+        hit_slot = hit_at.long().argmax(2)                                  # (R, T)
+        # occurrence weights of sequential averaging; the old entry's weight is 2^-k
+        weight = torch.pow(2.0, -(count - rank + 1).clamp(min=0).to(K.dtype))
+        new_first = ok & rank.eq(1) & ~has_hit
+        weight = torch.where(new_first, weight * 2.0, weight) * ok          # (R, T)
+        mix = same.to(K.dtype) * weight[:, None, :]                         # (R, T, T): t <- j
+        old_w = torch.where(has_hit, torch.pow(2.0, -count.to(K.dtype)), 0.0)[..., None]
+        old_k = K.gather(1, hit_slot[..., None].expand(-1, -1, K.size(2)))
+        old_v = Vs.gather(1, hit_slot[..., None].expand(-1, -1, Vs.size(2)))
+        k_new = mix @ keys + old_w * old_k                                  # (R, T, d)
+        v_new = mix @ values + old_w * old_v
+        tick = clock[:, None] + pos                                         # (R, T) last write
+        # slots for new words: empty ones by index, then unrepeated old words, oldest first
+        hit_slots = torch.zeros(R, size, dtype=torch.bool, device=self.device).scatter_(
+            1, hit_slot, has_hit & ok)
+        big = torch.iinfo(torch.long).max // 4
+        order_key = torch.where(~filled, torch.arange(size, device=self.device) - big,
+                                torch.where(hit_slots, big, last_used))
+        queue = order_key.argsort(1)                                        # (R, I)
+        free = order_key.lt(big).sum(1)                                     # (R,)
+        new = last & ~has_hit                                               # (R, T)
+        n_new = new.sum(1)
+        # more new words than free slots: keep the most recent (their last occurrence latest)
+        recency_rank = (new[:, None, :] & (pos[:, None, :] > pos[:, :, None])).sum(2)   # newer
+        keep = new & (recency_rank < free[:, None])
+        by_first = torch.where(keep, first_pos, T + 1).argsort(1)            # kept, in order
+        slot_of = torch.full((R, T), -1, dtype=torch.long, device=self.device)
+        n_keep = torch.minimum(n_new, free)
+        rank_in_keep = torch.empty_like(by_first).scatter_(
+            1, by_first, torch.arange(T, device=self.device).expand(R, T))
+        take = keep & (rank_in_keep < n_keep[:, None])
+        slot_of = torch.where(take, queue.gather(1, rank_in_keep.clamp(max=size - 1)), slot_of)
+        slot_of = torch.where(last & has_hit, hit_slot, slot_of)
+        to = F.one_hot(slot_of.clamp(min=0), size).bool() & slot_of.ge(0)[..., None]  # (R, T, I)
+        written = to.any(1)                                                 # (R, I)
+        at = to.to(K.dtype)
+        K = torch.where(written[..., None], at.transpose(1, 2) @ k_new, K)
+        Vs = torch.where(written[..., None], at.transpose(1, 2) @ v_new, Vs)
+        W = torch.where(written, (to.long() * w[..., None]).sum(1), W)
+        last_used = torch.where(written, (to.long() * tick[..., None]).sum(1), last_used)
+        clock = clock + ok.long().sum(1)
         self.keys = self.keys.index_put((rows,), K)
         self.values = self.values.index_put((rows,), Vs)
         self.words = self.words.index_put((rows,), W)
-        self.last_used = self.last_used.index_put((rows,), last)
+        self.last_used = self.last_used.index_put((rows,), last_used)
         self.clock = self.clock.index_put((rows,), clock)
 
 

@@ -13,7 +13,8 @@ alone, from the encoding with subword dependency heads):
 
 Monolingual rows (no target) only feed ``restore``. Sentence pairs with an empty side or a side
 longer than ``max_len`` pieces cannot be trained on: they go to ``quarantine.parquet`` (reasons
-``empty_side`` / ``too_long``; origin_file = the encoded file, origin_line = 1-based row) and are
+``empty_side`` / ``too_long``, and ``no_parse`` with ``--require-heads``, the head shards that
+hold only the parsed subset; origin_file = the encoded file, origin_line = 1-based row) and are
 counted in the manifest; a document keeps its other sentences (a gap in ``sent_idx``).
 Each shard has row groups of ``row_group_rows`` rows so a loader can stream it. Every
 ``<task>/<split>/`` has ``index.parquet`` (INDEX_SCHEMA: file, rows, src_tokens, tgt_tokens) for
@@ -124,17 +125,20 @@ class ShardWriter:
                            str(self.directory / INDEX_FILE))
 
 
-def _unusable(row: dict, max_len: int) -> str | None:
+def _unusable(row: dict, max_len: int, require_heads: bool = False) -> str | None:
     """Why a sentence pair cannot be a training row, or None."""
     if not row["src_ids"] or not row["tgt_ids"]:
         return "empty_side"
     if max(len(row["src_ids"]), len(row["tgt_ids"])) > max_len:
         return "too_long"
+    if require_heads and (row["src_heads"] is None or row["tgt_heads"] is None):
+        return "no_parse"
     return None
 
 
 def make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig,
-                tasks: tuple[str, ...] = (TASK_SENT, TASK_DOC)) -> dict:
+                tasks: tuple[str, ...] = (TASK_SENT, TASK_DOC), require_heads: bool = False
+                ) -> dict:
     """Write the shard directories of ``tasks`` (and ``restore`` ones) under ``out_dir`` and a
     manifest with per-directory counts.
 
@@ -142,12 +146,13 @@ def make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardCo
     failure leaves no shard directory that a trainer could take for a finished one.
     """
     with atomic_output(out_dir) as tmp:
-        return _make_shards(encoded, restore, tmp, cfg, tasks)
+        return _make_shards(encoded, restore, tmp, cfg, tasks, require_heads)
 
 
 def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardConfig,
-                 tasks: tuple[str, ...]) -> dict:
-    manifest = Manifest(stage="make_shards", params={**asdict(cfg), "tasks": list(tasks)})
+                 tasks: tuple[str, ...], require_heads: bool) -> dict:
+    manifest = Manifest(stage="make_shards", params={**asdict(cfg), "tasks": list(tasks),
+                                                     "require_heads": require_heads})
     manifest.add_input(encoded)
     writers: dict[tuple[str, str], ShardWriter] = {}
 
@@ -166,7 +171,7 @@ def _make_shards(encoded: Path, restore: Path | None, out_dir: Path, cfg: ShardC
             sent_w = writer(TASK_SENT, split, SHARD_SCHEMA) if TASK_SENT in tasks else None
             doc_w = writer(TASK_DOC, split, SHARD_SCHEMA) if TASK_DOC in tasks else None
             for i, row in enumerate(doc):
-                reason = _unusable(row, cfg.max_len)
+                reason = _unusable(row, cfg.max_len, require_heads)
                 if reason:
                     manifest.reject(reason)
                     bad.write(Rejected("make_shards", row["corpus"], str(encoded),
@@ -240,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--max-len", type=int, default=ShardConfig.max_len)
     m.add_argument("--tasks", nargs="+", choices=[TASK_SENT, TASK_DOC], default=[TASK_SENT, TASK_DOC],
                    help="sentence-pair tasks to write (restore comes with --restore)")
+    m.add_argument("--require-heads", action="store_true",
+                   help="keep only pairs with subword heads on both sides (the parsed subset); "
+                        "the others go to quarantine as no_parse")
     v = sub.add_parser("verify", help="check shards against their indexes")
     v.add_argument("--shard-dir", type=Path, required=True)
     v.add_argument("--out", type=Path, required=True)
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         rec = make_shards(args.encoded, args.restore, args.out_dir,
                           ShardConfig(args.rows_per_shard, args.row_group_rows, args.max_len),
-                          tuple(args.tasks))
+                          tuple(args.tasks), args.require_heads)
         log.info("make_shards: %s", rec["counts"])
         return 0
     manifest = Manifest(stage="verify_shards")

@@ -21,7 +21,7 @@ which also builds the contexts):
   every row's previous sentences are in its unit); each row gets its ``ctx_src`` /
   ``ctx_sents`` from the previous rows of its document, then rows are bucketed as above.
 - STREAM: per work unit, the documents (shuffled with seed + epoch) are dealt to B lanes, B =
-  ``max_tokens`` / average padded row length of the unit; batch t holds the t-th sentence of
+  ``max_tokens`` / the longest padded row of the unit; batch t holds the t-th sentence of
   every lane that has one, ``extra["doc_start"]`` marking first sentences, so row b of
   consecutive batches continues one document. B shrinks only at a unit's tail (the model then
   starts fresh streams). DataLoader workers would interleave lanes of different workers,
@@ -271,12 +271,13 @@ def collate_stream(lanes: list[list[tuple[bool, dict]]], t: int) -> Batch:
 
 def stream_lanes(docs: list[list[dict]], max_tokens: int) -> list[list[tuple[bool, dict]]]:
     """Deal documents (in the given order) to B lanes, each to the lane with the fewest
-    sentences so lanes end together; B = max_tokens / average padded row length."""
-    n_rows = sum(len(d) for d in docs)
-    if not n_rows:
+    sentences so lanes end together; B = max_tokens / the longest padded row, so that no batch
+    (B rows, each at most that long) exceeds the budget. (An average length would let a batch
+    of long rows exceed it many times over: the memory blow-up a GPU run cannot afford.)"""
+    if not any(docs):
         return []
-    avg = sum(_row_len(r) for d in docs for r in d) / n_rows
-    B = max(1, min(len(docs), int(max_tokens // max(avg, 1.0))))
+    longest = max(_row_len(r) for d in docs for r in d)
+    B = max(1, min(len(docs), max_tokens // longest))
     lanes: list[list[tuple[bool, dict]]] = [[] for _ in range(B)]
     for d in docs:
         lane = min(lanes, key=len)

@@ -69,16 +69,20 @@ def test_report_has_a_row_for_every_registered_model(tiny_pipeline):
 def test_two_step_recipes(tiny_pipeline):
     base_params = _manifest(tiny_pipeline, "train_model", "transformer", "manifest.json")["counts"]
     assert base_params["frozen_parameters"] == 0
-    for model in ("doct", "cache", "camn"):  # theta_s loaded from the baseline and frozen
+    for model in ("doct", "cache"):  # theta_s loaded from the baseline and frozen
         m = _manifest(tiny_pipeline, "train_model", model, "manifest.json")
         assert m["params"]["train"]["init_from"] == BASELINE_BEST
         assert m["init_from"]["missing"] and not m["init_from"]["unexpected"]
         assert 0 < m["counts"]["trainable_parameters"] < m["counts"]["parameters"]
         assert m["counts"]["frozen_parameters"] > 0
         assert any(p.endswith("doc/train") for p in m["inputs"]), m["inputs"]
+    camn = _manifest(tiny_pipeline, "train_model", "camn", "manifest.json")
+    assert camn["params"]["train"]["init_from"] == BASELINE_BEST   # joint: every parameter
+    assert camn["counts"]["trainable_parameters"] == camn["counts"]["parameters"]
     dbsa = _manifest(tiny_pipeline, "train_model", "dbsa", "manifest.json")
     assert dbsa["counts"]["frozen_parameters"] == 0  # fine-tuned whole, with parse supervision
-    assert any(p.endswith("sent/train") for p in dbsa["inputs"])
+    assert any(p.endswith("make_head_shards/bible/sent/train") for p in dbsa["inputs"])
+    assert dbsa["counts"]["supervision"]["src_heads"] > 0
     pre = _manifest(tiny_pipeline, "train_model", "crosstask_pretrain", "manifest.json")
     fine = _manifest(tiny_pipeline, "train_model", "crosstask", "manifest.json")
     assert pre["params"]["train"]["init_from"] is None

@@ -80,6 +80,58 @@ def test_streams_are_independent_masked_tokens_skipped_and_clear_empties_rows():
     assert cache.keys[0, 0, 0] == 3.0
 
 
+def sequential_write(cache: ContinuousCache, keys, values, words, mask, rows) -> None:
+    """The cache update written token by token, as the paper states it: the reference the
+    sentence-at-once ``ContinuousCache.write`` must reproduce."""
+    for r, row in enumerate(rows.tolist()):
+        for t in range(words.size(1)):
+            if not mask[r, t]:
+                continue
+            y = int(words[r, t])
+            cache.clock[row] += 1
+            hit = (cache.words[row] == y).nonzero().flatten().tolist()
+            if hit:
+                i = hit[0]
+                cache.keys[row, i] = (cache.keys[row, i] + keys[r, t]) / 2
+                cache.values[row, i] = (cache.values[row, i] + values[r, t]) / 2
+            else:
+                empty = (cache.words[row] < 0).nonzero().flatten().tolist()
+                i = empty[0] if empty else int(cache.last_used[row].argmin())
+                cache.keys[row, i], cache.values[row, i] = keys[r, t], values[r, t]
+                cache.words[row, i] = y
+            cache.last_used[row, i] = cache.clock[row]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sentence_at_once_write_equals_token_by_token_writing(seed):
+    """Random streams of sentences with repeated words, padding and hits on earlier sentences;
+    while a sentence fits the slots it may take, every key, value, word, timestamp and clock
+    equals the token-by-token update."""
+    rng = random.Random(seed)
+    n, size, d = 3, 12, 4
+    fast, slow = ContinuousCache(n, size, d), ContinuousCache(n, size, d)
+    for _ in range(8):
+        R, T = 2, rng.randint(1, 6)
+        rows = torch.tensor(rng.sample(range(n), R))
+        words = torch.tensor([[rng.randint(10, 22) for _ in range(T)] for _ in range(R)])
+        mask = torch.tensor([[rng.random() > 0.2 for _ in range(T)] for _ in range(R)])
+        keys, values = torch.randn(R, T, d), torch.randn(R, T, d)
+        fast.write(keys, values, words, mask, rows)
+        sequential_write(slow, keys, values, words, mask, rows)
+        for name in ("words", "last_used", "clock"):
+            assert torch.equal(getattr(fast, name), getattr(slow, name)), name
+        torch.testing.assert_close(fast.keys, slow.keys)
+        torch.testing.assert_close(fast.values, slow.values)
+
+
+def test_a_sentence_with_more_new_words_than_slots_keeps_the_most_recent():
+    cache = ContinuousCache(n=1, size=3, dim=1)
+    one_stream_write(cache, [5, 6, 7, 8, 9], [vec(1), vec(2), vec(3), vec(4), vec(5)])
+    assert sorted(cache.words[0].tolist()) == [7, 8, 9]
+    assert sorted(cache.keys[0, :, 0].tolist()) == [3.0, 4.0, 5.0]
+    assert cache.clock.tolist() == [5] and sorted(cache.last_used[0].tolist()) == [3, 4, 5]
+
+
 def test_read_is_the_softmax_over_filled_slots_and_zero_when_empty():
     cache = ContinuousCache(n=2, size=3, dim=2)
     one_stream_write(cache, [5, 6], [vec(1, 0), vec(0, 1)], [vec(10, 0), vec(0, 10)])

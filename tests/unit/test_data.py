@@ -384,3 +384,19 @@ def test_rows_without_a_parse_are_unsupervised_but_their_batch_keeps_the_others(
             else:
                 assert src[:n] == row["src_heads"] and tgt[1:m + 1] == row["tgt_heads"]
             assert src[n] == -1 and tgt[0] == -1        # EOS and BOS carry no head
+
+
+def test_stream_lanes_never_exceed_the_budget_with_long_rows():
+    """Lanes are counted by the longest row: a unit of short documents with a few long rows
+    (which an average would hide) never gives a batch above max_tokens."""
+    from pipeline_lib.training.data import stream_lanes
+
+    rng = random.Random(1)
+    docs = [[{"src_ids": [5] * (60 if rng.random() < 0.1 else 5), "tgt_ids": [6] * 5}
+             for _ in range(4)] for _ in range(40)]
+    lanes = stream_lanes(docs, 300)
+    for t in range(max(len(lane) for lane in lanes)):
+        rows = [lane[t][1] for lane in lanes if len(lane) > t]
+        width = max(max(len(r["src_ids"]), len(r["tgt_ids"])) + 1 for r in rows)
+        assert len(rows) * width <= 300
+    assert len(lanes) == 300 // 61

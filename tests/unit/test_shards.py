@@ -134,7 +134,7 @@ def test_failed_run_leaves_no_shard_directory(written, tmp_path, monkeypatch):
     out, *_ = written
     calls = []
 
-    def fail_on_the_50th_row(row, max_len):
+    def fail_on_the_50th_row(row, max_len, require_heads=False):
         calls.append(row)
         if len(calls) == 50:
             raise OSError("disk full")
@@ -144,3 +144,23 @@ def test_failed_run_leaves_no_shard_directory(written, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         shards.make_shards(out.parent / "enc.parquet", None, tmp_path / "shards", CFG)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_head_shards_hold_only_the_parsed_pairs(written, tmp_path):
+    """make_head_shards: the sent task alone, every pair with heads on both sides; the others
+    quarantined as no_parse and counted, so nothing is lost and every kept pair is supervised."""
+    out, rows, _, _ = written
+    rows = [{**r, "tgt_heads": [0] * len(r["tgt_ids"]) if r["tgt_ids"] and r["src_heads"]
+             else None} for r in rows]
+    pq.write_table(pa.Table.from_pylist(rows, schema=ENCODED_SCHEMA), tmp_path / "enc.parquet")
+    rec = shards.make_shards(tmp_path / "enc.parquet", None, tmp_path / "heads", CFG,
+                             tasks=("sent",), require_heads=True)
+    assert {p.name for p in (tmp_path / "heads").iterdir() if p.is_dir()} == {"sent"}
+    kept = [r for d in ("train", "dev", "test") for t in _read_dir(tmp_path / "heads" / "sent" / d)[1]
+            for r in t.to_pylist()]
+    assert kept and all(r["src_heads"] is not None and r["tgt_heads"] is not None for r in kept)
+    pairs = [r for r in rows if r["split"] != "mono"]
+    no_parse = sum(1 for r in pairs if r["src_heads"] is None and r["tgt_ids"]
+                   and len(r["src_ids"]) <= 30 and len(r["tgt_ids"]) <= 30)
+    assert rec["rejected"]["no_parse"] == no_parse > 0
+    assert len(kept) + rec["rejected_total"] == len(pairs)

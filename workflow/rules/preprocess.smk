@@ -56,8 +56,9 @@ rule encode_bpe:
 
 
 # DBSA's data (model_settings.<job>.data: heads): the same encoding with the parse_corpus heads
-# projected onto the pieces, as sentence-pair shards. Kept apart from make_shards so that every
-# other model trains while stanza is still training and parsing.
+# projected onto the pieces, as sentence-pair shards of the parsed pairs only (parse
+# .max_sentences_per_split sets the subset; every pair of it is supervised). Kept apart from
+# make_shards so that every other model trains while stanza is still training and parsing.
 rule encode_heads:
     input:
         docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
@@ -97,6 +98,7 @@ rule make_head_shards:
         "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded:q} --tasks sent"
+        " --require-heads"
         " --out-dir {output.shards:q} --rows-per-shard {params.rows}"
         " --row-group-rows {params.row_group} --max-len {params.max_len} > {log:q} 2>&1"
 
