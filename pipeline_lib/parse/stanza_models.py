@@ -88,6 +88,7 @@ class TrainSettings:
     tag_emb_dim: int = 32
     transformed_dim: int = 64
     parser_layers: int = 2
+    parser_batch_size: int = 5000     # tokens per parser update (stanza's default)
     select_fraction: float = 0.1      # share of the dev file kept for stanza's model selection
     seed: int = 1234
 
@@ -278,7 +279,8 @@ def train_models(lang: str, treebank_dir: Path, tb: Treebank, out_dir: Path, set
     t1 = time.time()
     _run_trainer("stanza.models.parser", common + [
         "--save_name", "parser.pt", "--max_steps", str(s.parser_steps), "--no_xpos", "--no_ufeats",
-        "--num_layers", str(s.parser_layers), "--eval_interval", str(max(1, s.parser_steps // 2)),
+        "--num_layers", str(s.parser_layers), "--batch_size", str(s.parser_batch_size),
+        "--eval_interval", str(max(1, s.parser_steps // 2)),
         "--no_checkpoint"], threads)
     t2 = time.time()
     # An empty resources.json lets stanza.Pipeline load explicit model paths offline.
