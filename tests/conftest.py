@@ -67,14 +67,24 @@ def tiny_config(work: Path, resources: Path, shared: Path) -> dict:
     }
 
 
-def run_snakemake(work: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """snakemake on the project's Snakefile in ``work``, its config.yaml over the default's."""
+def run_snakemake(work: Path, *args: str, timeout: float = 900,
+                  preset: str | None = None) -> subprocess.CompletedProcess:
+    """snakemake on the project's Snakefile in ``work``, its config.yaml over the default's.
+
+    With ``preset``, ``--config preset=<name>`` and work/config.yaml alone: every --configfile
+    counts as command-line config, which wins over a preset, so passing the default config too
+    would put the default's sections back over the preset's."""
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    # the Snakefile's `configfile: config/config.yaml` is relative to the working directory
+    if preset is None:
+        # the Snakefile's `configfile: config/config.yaml` is relative to the working directory
+        config = ["--configfile", str(ROOT / "config" / "config.yaml"), str(work / "config.yaml")]
+    else:
+        if not (work / "config").exists():   # where `configfile: config/config.yaml` looks
+            (work / "config").symlink_to(ROOT / "config")
+        config = ["--configfile", str(work / "config.yaml"), "--config", f"preset={preset}"]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(work), "--configfile", str(ROOT / "config" / "config.yaml"),
-           str(work / "config.yaml"), *args]
+           str(work), *config, *args]
     return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
 
 

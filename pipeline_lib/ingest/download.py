@@ -100,8 +100,21 @@ CATALOGUE: dict[str, Entry] = {e.name: e for e in [
     Entry("europarl_v7_de_en", "Europarl v7 German-English (Koehn 2005)",
           (Source("https://www.statmt.org/europarl/v7/de-en.tgz",
                   note="no published checksum; use --trust-first-download"),), "research use"),
+    # Sentence pairs for cross-task pre-training "with resources" (Chen et al. 2021): the WMT14
+    # En-De training set (~4.5M pairs) as fairseq's prepare-wmt14en2de.sh and tfds's wmt14 read
+    # it; each archive is extracted into a folder named after it (training/..., commoncrawl...).
+    Entry("wmt14_en_de_train",
+          "WMT14 En-De training data: Europarl v7, Common Crawl, News Commentary v9 (~4.5M pairs)",
+          (Source("https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",
+                  note="no published checksum; use --trust-first-download"),
+           Source("https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+                  note="no published checksum; use --trust-first-download"),
+           Source("https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz",
+                  note="no published checksum; use --trust-first-download")),
+          "research use"),
     Entry("maruf2019_doc_splits",
-          "Document-level dev/test splits of TED, News, Europarl (Maruf et al. 2019), pinned commit",
+          "Document-level splits of TED, News, Europarl (Maruf et al. 2019), pinned commit: "
+          "dev/test of all three, train of TED and News (Europarl's train is sent on request)",
           (Source(f"https://github.com/sameenmaruf/selective-attn/archive/{_MARUF_COMMIT}.zip",
                   note="GitHub archives are not byte-stable across time; pinned by lock"),),
           "see repository"),

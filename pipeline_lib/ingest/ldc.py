@@ -1,4 +1,5 @@
-"""Readers ``ldc_doc`` and ``ldc_sent``: LDC parallel releases with and without documents.
+"""Readers ``ldc_doc`` and ``ldc_sent``: LDC parallel releases with documents, and
+sentence-aligned text without them (LDC sentence-aligned releases, WMT training corpora).
 
 Spec keys (``corpora.<name>``)::
 
@@ -9,29 +10,34 @@ Spec keys (``corpora.<name>``)::
         tgt: [LDC2002T01/E01/*.sgm,           # one entry per reference (translator); the files
               LDC2002T01/E02/*.sgm]           # an entry matches together form that reference
 
-    reader: ldc_sent                          # LDC2002E18-style sentence-aligned text files
-    splits:
+    reader: ldc_sent                          # sentence-aligned text files without documents:
+    splits:                                   # LDC2002E18-style releases, WMT training corpora
       train:
-        src: LDC2002E18/data/zh.txt           # one sentence per line
-        tgt: LDC2002E18/data/en.txt           # the same number of lines
+        src: [training/europarl-v7.de-en.en,  # a path, or a list of paths read in order;
+              commoncrawl.de-en.en]           # one sentence per line
+        tgt: [training/europarl-v7.de-en.de,  # as many files as src, paired in order, each
+              commoncrawl.de-en.de]           # with the same number of lines as its src file
 
 ``ldc_doc`` pairs documents by docid and segments by seg id through ``markup.align`` (the code
 of reader ``sgml``). ``ldc_sent`` has no document boundaries: every line pair becomes its own
 one-sentence document ``<src file name>:<line>`` with ``has_context = false``, so that
-context-aware models and the report can tell missing context from a first sentence.
+context-aware models and the report can tell missing context from a first sentence. Lists exist
+because a sentence-level training set often ships as several corpora (WMT14 En-De: Europarl,
+Common Crawl, News Commentary) that one training job reads together; a pair whose files differ
+in length is an ``InputError`` naming both files and their counts (``plaintext.read_aligned``).
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from pipeline_lib.ingest import Limits
-from pipeline_lib.ingest.lines import PATH, PATHS, REFS, emit_document, expand, file_label, splits
+from pipeline_lib.ingest import Limits, SpecError
+from pipeline_lib.ingest.lines import PATHS, REFS, as_list, emit_document, expand, file_label, splits
 from pipeline_lib.ingest.markup import align, read_docs
 from pipeline_lib.ingest.plaintext import read_aligned, segment
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS = {"ldc_doc": {"src": PATHS, "tgt": REFS}, "ldc_sent": {"src": PATH, "tgt": PATH}}
+KEYS = {"ldc_doc": {"src": PATHS, "tgt": REFS}, "ldc_sent": {"src": PATHS, "tgt": PATHS}}
 REQUIRED = ("src", "tgt")
 
 
@@ -41,9 +47,21 @@ def _ref_sets(sub: dict) -> list[list[str]]:
     return [expand(tgt)] if isinstance(tgt, str) else [expand(entry) for entry in tgt]
 
 
+def _file_pairs(sub: dict) -> list[tuple[str, str]]:
+    """``ldc_sent``: the (source, target) files of a split, paired in order."""
+    src, tgt = as_list(sub["src"]), as_list(sub["tgt"])
+    if len(src) != len(tgt):
+        raise SpecError(f"ldc_sent needs as many `tgt` files as `src` files, got {src} / {tgt}")
+    # document ids are `<src file name>:<line>`: two source files of one name would share them
+    if len({file_label(p) for p in src}) != len(src):
+        raise SpecError(f"ldc_sent source files must have distinct file names, got {src}")
+    return list(zip(src, tgt))
+
+
 def input_files(spec: dict) -> list[str]:
     if spec["reader"] == "ldc_sent":
-        return [sub[k] for _, sub in splits(spec, KEYS["ldc_sent"], REQUIRED) for k in ("src", "tgt")]
+        return [f for _, sub in splits(spec, KEYS["ldc_sent"], REQUIRED)
+                for pair in _file_pairs(sub) for f in pair]
     return [f for _, sub in splits(spec, KEYS["ldc_doc"], REQUIRED)
             for f in [*expand(sub["src"]), *(p for ref in _ref_sets(sub) for p in ref)]]
 
@@ -51,11 +69,12 @@ def input_files(spec: dict) -> list[str]:
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     for split, sub in splits(spec, KEYS[spec["reader"]], REQUIRED):
         if spec["reader"] == "ldc_sent":
-            label = file_label(sub["src"])
-            for src, tgt in read_aligned(sub["src"], sub["tgt"]):
-                yield from emit_document(corpus, split, f"{label}:{src.no}",
-                                         [segment(src, sub["src"], tgt, sub["tgt"])], limits,
-                                         has_context=False)
+            for src_path, tgt_path in _file_pairs(sub):
+                label = file_label(src_path)
+                for src, tgt in read_aligned(src_path, tgt_path):
+                    yield from emit_document(corpus, split, f"{label}:{src.no}",
+                                             [segment(src, src_path, tgt, tgt_path)], limits,
+                                             has_context=False)
         else:
             src_docs = [d for path in expand(sub["src"]) for d in read_docs(path)]
             ref_sets = [[d for path in ref for d in read_docs(path)] for ref in _ref_sets(sub)]

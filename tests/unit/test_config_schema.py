@@ -94,7 +94,7 @@ def test_7_valid_variations_of_every_reader_validate():
         "plaintext": {"train": {"src": "a", "tgt": "b", "docids": "c"},
                       "dev": {"src": "a", "tgt": "b", "doc_separator": "<d>", ALLOW_EMPTY: True}},
         "ldc_doc": {"train": {"src": ["s/*.sgm"], "tgt": [["E01/*.sgm", "x/E01/*.sgm"], "E02/*.sgm"]}},
-        "ldc_sent": {"train": {"src": "a", "tgt": "b"}},
+        "ldc_sent": {"train": {"src": "a", "tgt": "b"}, "dev": {"src": ["a", "c"], "tgt": ["b", "d"]}},
         "mono_sgml": {"mono": {"src": ["g/*.gz"], "doc_types": ["story", "multi"]}},
         "mono_text": {"mono": {"src": "m.txt", "doc_separator": ""}},
     }

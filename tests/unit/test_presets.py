@@ -75,3 +75,94 @@ def test_zhang2018_requires_every_ldc_release_and_nist_set():
     required = set(data["downloads"]["ldc_required"])
     assert required == set(LDC_TRAIN) | set(NIST_SETS)
     assert set(data["downloads"]["ldc"]) == required
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_every_job_reads_splits_its_corpora_have(preset):
+    """A job trains on `train`, validates on `dev`, and reads restoration instances from `mono`
+    or `train` and parallel documents from `train` (a missing split only shows at training)."""
+    config = load_config(overrides={"preset": preset.stem})
+    splits = {name: set(spec["splits"]) for name, spec in config["corpora"].items()}
+    for job in Plan(config).jobs.values():
+        assert "train" in splits[job.corpus], job.name
+        assert "dev" in splits[job.dev_corpus], (job.name, job.dev_corpus)
+        if job.aux:
+            assert splits[job.aux_corpus] & ({"mono", "train"} if job.aux == "restore"
+                                             else {"train"}), job.name
+
+
+def _has_documents(spec: dict, split: str) -> bool:
+    """Whether a corpus split is read as multi-sentence documents (ldc_sent never is; plaintext
+    only with document ids or separators)."""
+    if spec["reader"] == "ldc_sent":
+        return False
+    sub = spec["splits"][split]
+    return spec["reader"] != "plaintext" or "docids" in sub or "doc_separator" in sub
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_document_level_steps_read_documents(preset):
+    """Context models, restoration and document fine-tuning read corpora with documents; only
+    sentence-level steps (a baseline, translation pre-training) may read sentence pairs."""
+    config = load_config(overrides={"preset": preset.stem})
+    corpora = config["corpora"]
+    for job in Plan(config).jobs.values():
+        if job.data == "doc" or job.aux == "doc":
+            assert _has_documents(corpora[job.corpus], "train"), job.name
+        if job.aux == "restore":
+            split = "mono" if "mono" in corpora[job.aux_corpus]["splits"] else "train"
+            assert _has_documents(corpora[job.aux_corpus], split), job.name
+    for name, spec in corpora.items():   # Maruf et al. (2019) files are read as documents
+        for split, sub in spec.get("splits", {}).items():
+            if "concatenated_en2de_" in str(sub.get("src")):
+                assert sub.get("doc_separator") == "<d>", (name, split)
+
+
+CHEN = [p for p in PRESETS if p.stem.startswith("chen2021_")]
+
+
+@pytest.mark.parametrize("preset", CHEN, ids=lambda p: p.stem)
+def test_chen2021_pretrains_with_and_without_external_resources(preset):
+    config = load_config(overrides={"preset": preset.stem})
+    plan, corpora = Plan(config), config["corpora"]
+    finetune = config["train"]["corpus"]
+    # "with resources": WMT14 sentence pairs translated, Gigaword documents restored
+    pre = plan.jobs["crosstask_pretrain"]
+    assert corpora[pre.corpus]["reader"] == "ldc_sent"
+    assert corpora[pre.corpus]["download"] == "wmt14_en_de_train"
+    assert pre.aux == "restore" and corpora[pre.aux_corpus]["reader"] == "mono_sgml"
+    assert set(corpora[pre.aux_corpus]["splits"]) == {"mono"}
+    assert "LDC2011T07" in config["downloads"]["ldc_required"]
+    # "without": both tasks on the parallel documents the model is then fine-tuned on
+    own = plan.jobs["crosstask_noext_pretrain"]
+    assert own.corpus == own.aux_corpus == finetune and own.aux == "restore"
+    for model, pretrain in (("crosstask", pre), ("crosstask_noext", own)):
+        job = plan.jobs[model]
+        assert job.init_from == pretrain.name and job.corpus == finetune and job.aux == "doc"
+        assert f"{model}_sent" in plan.systems and model in plan.controls
+    # fine-tuning documents come from the Maruf et al. (2019) release, or for TED from the
+    # IWSLT17 talks the release's documents were cut from
+    assert _has_documents(corpora[finetune], "train")
+
+
+@pytest.mark.parametrize("preset", CHEN, ids=lambda p: p.stem)
+def test_chen2021_unverified_values_say_so(preset):
+    """No copy of Chen et al. (2021) was reachable: every training number of these presets is a
+    recipe and must say so on its line or in the comment right above it, never pass for the
+    paper's."""
+    lines = preset.read_text().splitlines()
+    keys = ("max_steps", "lr:", "warmup:", "aux_ratio:", "vocab_size:", "max_tokens:")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("#") or not any(k in line for k in keys):
+            continue
+        above = []
+        for prev in reversed(lines[:i]):
+            if not prev.lstrip().startswith("#"):
+                break
+            above.append(prev)
+        assert "recipe" in " ".join([line, *above]), f"{preset.name}:{i + 1}: {line.strip()}"
+
+
+def test_schema_lists_every_catalogue_entry():
+    schema = _load(SCHEMA)
+    assert set(schema["$defs"]["catalogue_entry"]["enum"]) == set(CATALOGUE)

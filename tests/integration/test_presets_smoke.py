@@ -1,0 +1,71 @@
+"""Every paper preset end to end at smoke size: the real Snakefile with `--config preset=<name>`
+on small files in each corpus's release format (tests/preset_fixtures.py), every stage from
+ingestion to the report, with `snakemake --cores 2`.
+
+What a preset carries is what runs: its corpora and readers (IWSLT tags/XML, Maruf et al. `<d>`
+documents, WMT14 sentence pairs, gzipped Gigaword SGML, LDC/NIST SGML with four references), its
+models and training chains (cross-task pre-training on another corpus's pairs and a monolingual
+corpus's restoration instances, two-step recipes) and their matched controls; only the sizes
+(model, steps, BPE, beam) are overridden."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import run_snakemake
+from preset_fixtures import (PRESETS, fixture_overrides, merged, smoke_overrides, stage,
+                             write_config)
+
+from pipeline_lib.plan import Plan, load_config
+
+pytestmark = pytest.mark.slow
+
+
+def _failed_logs(work: Path) -> str:
+    """Tails of the rule logs that report an error (shown when the run fails)."""
+    logs = sorted((work / "logs").rglob("*.log")) if (work / "logs").is_dir() else []
+    return "".join(f"\n== {p}\n{p.read_text()[-3000:]}" for p in logs
+                   if "Traceback" in p.read_text() or "ERROR" in p.read_text())
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, name):
+    stage(name, tmp_path, downloads=True)
+    config = merged(fixture_overrides(name), smoke_overrides(name))
+    write_config(tmp_path, config)
+    proc = run_snakemake(tmp_path, "--cores", "2", preset=name, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:] + _failed_logs(tmp_path)
+
+    plan = Plan(load_config(overrides={"preset": name, **config}))
+    results = tmp_path / "results"
+    # nothing was fetched: every download was a staged fixture
+    assert not (tmp_path / "resources" / "downloads").exists()
+    # every corpus was read from its release format and kept sentences in each of its splits
+    for corpus, spec in plan.config["corpora"].items():
+        man = json.loads((results / "ingest_corpus" / corpus / "manifest.json").read_text())
+        assert set(man["counts"]["sentences"]) == set(spec["splits"]), corpus
+    # NIST test sets keep their four references (reader sgml: one <refset> per fixture file)
+    for corpus, spec in plan.config["corpora"].items():
+        if spec["reader"] == "sgml":
+            refs = {len(t) for t in pq.read_table(results / "ingest_corpus" / corpus / "docs.parquet",
+                                                  columns=["tgt"]).column("tgt").to_pylist()}
+            assert refs == {len(next(iter(spec["splits"].values()))["tgt"])} == {4}, corpus
+    # every job of the preset's chains, and every matched control, was trained as planned
+    for job in plan.jobs.values():
+        man = json.loads((results / "train_model" / job.name / "manifest.json").read_text())
+        assert man["counts"]["steps"] == job.train["max_steps"], job.name
+        assert any(p.endswith(f"make_shards/{job.corpus}/{job.data}/train") for p in man["inputs"]), \
+            (job.name, man["inputs"])
+    # the report has a row for every model, cross-task sentence decoding and every control
+    lines = (results / "report" / "report.md").read_text().splitlines()
+    rows = {line.split("|")[1].strip().split(" ")[0] for line in lines if line.startswith("| ")}
+    assert set(plan.systems) <= rows, (sorted(plan.systems), sorted(rows))
+    assert set(plan.controls.values()) <= set(plan.systems)
+    scores = json.loads((results / "score_test" / "scores.json").read_text())
+    assert scores["controls"] == {s: c for s in plan.systems if (c := plan.control_of(s))}
+    for corpus in plan.test_corpora:
+        for split in plan.test_splits:
+            assert set(scores["results"][f"{corpus}/{split}"]["models"]) == set(plan.systems)
