@@ -211,57 +211,57 @@ class Plan:
 
     # --- matched controls ----------------------------------------------------------------
     def _controls(self) -> dict[str, str]:
-        """Evaluated model -> the job that had the same number of updates on the same sentence
-        pairs without the model's method, added to ``self.jobs`` (Δ and † in the report are
-        computed against it as well as against the baseline):
+        """Evaluated model -> the job that had the same number of translation updates on the
+        same sentence pairs without the model's method, added to ``self.jobs`` (Δ and † in the
+        report are computed against it as well as against the baseline).
 
-        * a model that starts from a sentence-level Transformer job (two-step recipes, a DBSA
-          fine-tune): that job continued for the same updates, on the same data, with the same
-          schedule, every parameter trained;
-        * a model trained from scratch or from a non-Transformer job (cross-task pre-training):
-          a Transformer of its size trained from scratch for as many translation updates as
-          its chain made (restoration updates do not translate), on its corpus's sentence pairs.
-
-        A control identical to a job that exists already (e.g. the baseline) is that job."""
+        The control mirrors the model's training chain link by link with Transformer jobs:
+        a link that starts from a sentence-level Transformer job (two-step recipes, a DBSA or
+        CAMN fine-tune) becomes that job continued for the same updates, on the same data, with
+        the same schedule and every parameter trained; a link of a non-Transformer chain (cross-
+        task pre-training, then fine-tuning) becomes a Transformer trained on that link's corpus
+        for that link's translation updates (restoration updates do not translate), starting
+        from the control of the previous link. A control identical to an existing job (e.g. the
+        baseline) is that job."""
         controls: dict[str, str] = {}
         for model in self.config["models"]:
-            spec = self._control_spec(self.jobs[model])
-            if spec is None:
-                continue
-            same = [j for j in self.jobs.values() if _same_training(j, spec)]
-            if same:
-                controls[model] = same[0].name
-                continue
-            name = spec.name
-            if name in self.jobs:
-                name = f"{name}_{zlib.crc32(spec.config_json().encode()) % 10_000:04d}"
-            self.jobs[name] = TrainJob(**{**spec.__dict__, "name": name})
-            controls[model] = name
+            control = self._control_job(model)
+            if control != model:
+                controls[model] = control
         return controls
 
-    def _control_spec(self, job: TrainJob) -> TrainJob | None:
-        base = self.jobs.get(job.init_from) if job.init_from else None
+    def _control_job(self, name: str) -> str:
+        """The job mirroring job ``name`` (itself for a sentence-level Transformer)."""
+        job = self.jobs[name]
         if job.model["name"] == "transformer" and not job.aux:
-            return None    # a sentence-level Transformer is a control itself
+            return name
+        parent = self._control_job(job.init_from) if job.init_from else None
+        share = 1.0 - (job.train.get("aux_ratio") or 0.0) if job.aux == "restore" else 1.0
+        steps = round(job.train["max_steps"] * share)
         train = {k: v for k, v in job.train.items() if k != "aux_ratio"}
-        if base is not None and base.model["name"] == "transformer":
-            steps = job.train["max_steps"]
-            return TrainJob(name=f"{base.name}_plus{steps}" + ("" if job.data == "sent"
-                                                                else f"_{job.data}"),
-                            model=dict(base.model), train={**train, "freeze": []},
+        if parent is None:
+            suffix = "" if job.corpus == self.config["train"]["corpus"] else f"_{job.corpus}"
+            spec = TrainJob(name=f"transformer_scratch{steps}{suffix}",
+                            model={**job.model, "name": "transformer", "extras": {}},
+                            train={**train, "max_steps": steps, "init_from": None, "freeze": []},
+                            data="sent" if job.data == "doc" and job.aux else job.data,
+                            corpus=job.corpus, dev_corpus=job.dev_corpus, init_from=None, aux=None)
+        else:
+            spec = TrainJob(name=f"{parent}_plus{steps}" + ("" if job.data == "sent"
+                                                             else f"_{job.data}"),
+                            model=dict(self.jobs[parent].model),
+                            train={**train, "max_steps": steps,
+                                   "init_from": self.checkpoint(parent, CKPT_BEST), "freeze": []},
                             data=job.data, corpus=job.corpus, dev_corpus=job.dev_corpus,
-                            init_from=base.name, aux=None, aux_corpus=None)
-        updates, j = 0, job
-        while j is not None:
-            share = 1.0 - j.train.get("aux_ratio", 0.0) if j.aux == "restore" else 1.0
-            updates += round(j.train["max_steps"] * share)
-            root, j = j, self.jobs.get(j.init_from) if j.init_from else None
-        model = {**job.model, "name": "transformer", "extras": {}}
-        return TrainJob(name=f"transformer_scratch{updates}", model=model,
-                        train={**{k: v for k, v in root.train.items() if k != "aux_ratio"},
-                               "max_steps": updates, "init_from": None, "freeze": []},
-                        data="sent", corpus=job.corpus, dev_corpus=job.dev_corpus,
-                        init_from=None, aux=None, aux_corpus=None)
+                            init_from=parent, aux=None)
+        same = [j for j in self.jobs.values() if _same_training(j, spec)]
+        if same:
+            return same[0].name
+        if spec.name in self.jobs:
+            spec = TrainJob(**{**spec.__dict__, "name": f"{spec.name}_"
+                               f"{zlib.crc32(spec.config_json().encode()) % 10_000:04d}"})
+        self.jobs[spec.name] = spec
+        return spec.name
 
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
         return self.out("train_model", job, "checkpoints", which)

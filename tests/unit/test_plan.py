@@ -128,12 +128,17 @@ def test_matched_controls_have_the_same_updates_on_the_same_pairs(default):
     assert ctrl.train["freeze"] == [] and doct.train["freeze"] == ["@sentence_level"]
     assert c["doct"] == c["cache"] == c["camn"] != c["dbsa"]     # one job serves equal recipes
     assert default.jobs[c["dbsa"]].data == "heads"
-    # cross-task from scratch: its chain's translation updates (restoration ones do not count)
+    # cross-task: its chain mirrored link by link by Transformer jobs with the same translation
+    # updates (restoration updates do not count) on the same corpora and schedules
     pre, fine = default.jobs["crosstask_pretrain"], default.jobs["crosstask"]
-    scratch = default.jobs[c["crosstask"]]
-    want = round(pre.train["max_steps"] * (1 - pre.train["aux_ratio"])) + fine.train["max_steps"]
-    assert scratch.train["max_steps"] == want and scratch.init_from is None
-    assert scratch.model["name"] == "transformer" and scratch.data == "sent"
+    ctrl_fine = default.jobs[c["crosstask"]]
+    ctrl_pre = default.jobs[ctrl_fine.init_from]
+    assert ctrl_pre.init_from is None and ctrl_pre.model["name"] == "transformer"
+    assert ctrl_pre.train["max_steps"] == round(pre.train["max_steps"] * (1 - pre.train["aux_ratio"]))
+    assert ctrl_pre.corpus == pre.corpus and ctrl_pre.train["lr"] == pre.train["lr"]
+    assert ctrl_fine.train["max_steps"] == fine.train["max_steps"]
+    assert ctrl_fine.train["warmup"] == fine.train["warmup"] and ctrl_fine.data == "sent"
+    assert ctrl_fine.train["init_from"] == default.checkpoint(ctrl_pre.name, "best")
     # controls are trained, decoded and scored, and tested against their models
     assert set(c.values()) <= set(default.jobs) and set(c.values()) <= set(default.systems)
     assert f"--control crosstask_sent {c['crosstask']}" in default.control_args()
@@ -141,11 +146,15 @@ def test_matched_controls_have_the_same_updates_on_the_same_pairs(default):
 
 
 def test_a_control_equal_to_an_existing_job_is_that_job():
-    """DBSA trained from scratch with the baseline's steps (the paper's recipe): its control is
-    the baseline itself, not a second identical run."""
+    """DBSA trained from scratch with the baseline's steps on all pairs (the paper's recipe):
+    its control is the baseline itself, not a second identical run; on the parsed subset
+    (data: heads) it is a run on that subset."""
     plan = Plan(load_config(overrides={"model_settings": {"dbsa": {
-        "init_from": None, "train": {"max_steps": 500, "warmup": 200}}}}))
+        "init_from": None, "data": "sent", "train": {"max_steps": 500, "warmup": 200}}}}))
     assert plan.controls["dbsa"] == "transformer"
+    subset = Plan(load_config(overrides={"model_settings": {"dbsa": {
+        "init_from": None, "train": {"max_steps": 500, "warmup": 200}}}}))
+    assert subset.jobs[subset.controls["dbsa"]].data == "heads"
     off = Plan(load_config(overrides={"score": {"matched_controls": False}}))
     assert off.controls == {} and "transformer_plus150" not in off.jobs
 
@@ -163,3 +172,13 @@ def test_pretraining_can_read_another_corpus_restoration_instances():
     assert plan.aux_inputs("crosstask_pretrain") == ["results/make_shards/gigaword"]
     assert plan.aux_flag("crosstask") == "--aux-shards results/make_shards/bible/doc/train"
     assert plan.aux_inputs("transformer") == []
+
+
+def test_with_resources_control_pretrains_on_the_same_external_pairs():
+    """Chen et al. with resources: the control pre-trains a Transformer on the WMT pairs for as
+    many translation updates as cross-task's pre-training made, then fine-tunes on the task."""
+    plan = Plan(load_config(overrides={"preset": "chen2021_en-de_ted"}))
+    ctrl = plan.jobs[plan.controls["crosstask"]]
+    pre, ctrl_pre = plan.jobs["crosstask_pretrain"], plan.jobs[ctrl.init_from]
+    assert pre.corpus == ctrl_pre.corpus == "wmt14" and ctrl.corpus == plan.jobs["crosstask"].corpus
+    assert ctrl_pre.train["max_steps"] == round(pre.train["max_steps"] * (1 - pre.train["aux_ratio"]))
