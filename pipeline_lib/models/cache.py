@@ -81,6 +81,11 @@ word-level probability interpolation above (its comparison).
 
 Two-step training
 -----------------
+Tu et al. add the cache to a pre-trained RNNsearch model; whether its parameters stay fixed
+while U, V, W are trained is not in any source this project could reach (the HAN paper, Miculicich
+et al. 2018, reads it as a second stage that trains the whole network). The default run freezes
+them (the DocT recipe; ``freeze: []`` trains everything); its matched control is the baseline
+continued for the same updates on the same document streams' pairs.
 Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: cache`` with
 ``train.init_from`` = the step-1 checkpoint and ``train.freeze`` =
 :meth:`CacheTransformer.sentence_level_prefixes` (matches exactly the baseline's parameters);

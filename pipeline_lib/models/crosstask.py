@@ -92,6 +92,14 @@ both reported: **sentence** (plain sentence batches, gate off) and **document** 
 the source sub-document; no target history, so sentences may be
 translated in any order).
 
+Recipes: the paper pre-trains "with resources" (external sentence pairs and monolingual documents,
+config/presets/chen2021_*: ``crosstask``) or on the task's own documents ("without";
+``crosstask_noext`` there, and the default run, which pre-trains on the Bible's own pairs and
+documents for a few hundred updates). Its matched control mirrors the chain with Transformers:
+the same translation updates on the same corpora (pipeline_lib/plan.py). Every number of the
+paper (steps, ratios, rates) is unverified here: no copy of the paper was reachable; the presets
+mark each as a recipe.
+
 The paper trains every parameter in both stages (no freezing). For a two-step comparison with
 the other models, :meth:`CrossTaskTransformer.sentence_level_prefixes` gives ``train.freeze``
 patterns matching exactly the baseline Transformer's parameters (this freezes the shared

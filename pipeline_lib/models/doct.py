@@ -60,13 +60,15 @@ was trained with). The paper's analysis varies k (1, 2, 3).
 ``context_in`` ("both" | "encoder" | "decoder", "both"): which stacks get context attention.
 ``gating`` (bool, true): context gate or a plain residual after context attention.
 
-Two-step training
------------------
+Two-step training (the paper's recipe, the default run's)
+---------------------------------------------------------
 Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: doct`` with
 ``train.init_from`` = the step-1 checkpoint and ``train.freeze`` =
 :meth:`DocTransformer.sentence_level_prefixes` (fnmatch patterns matching exactly the baseline
-Transformer's parameters, theta_s); :meth:`DocTransformer.new_parameter_names` lists theta_d, the
-parameters a baseline checkpoint does not have.
+Transformer's parameters, theta_s; the paper: "the sentence-level parameters are fixed");
+:meth:`DocTransformer.new_parameter_names` lists theta_d, the parameters a baseline checkpoint
+does not have. The default run differs only in size (tiny, a few hundred updates on the Bible);
+its matched control is the baseline continued for the same updates on the same pairs.
 """
 
 from __future__ import annotations
