@@ -8,9 +8,14 @@ sub-documents of at most ``max_sentences`` sentences (balanced sizes) and noises
 
 * **CA-GSR** (gap sentence restoration): ``floor(gap_ratio * N)`` gap sentences, never the first
   or the last, never two adjacent (uniform over all such sets). A gap sentence's input is
-  ``left neighbour <mask1> right neighbour``; its output the original sentence. In the
-  document-level input a gap sentence is replaced by the single token ``<mask1>``, so the gap
+  ``left neighbour <mask1> right neighbour``; its output the original sentence. The gap
   sentence itself never appears in any input.
+* **The document-level input** is the noised document, i.e. every sentence's noised input in
+  order: the paper's document task "translate[s] a document from deliberately noised to
+  original" (Chen et al. 2021, abstract), so at a gap the document holds the gap's input
+  ``left <mask1> right`` (``gap_document_input: sentence``, the default). Section 3 and Figure 2
+  of the paper, which may say otherwise, could not be read here; ``gap_document_input: mask``
+  gives the other reading, a lone ``<mask1>`` where the gap sentence was.
 * **CA-MSR** (masked sentence restoration): every other sentence is masked BERT-style: each token
   is chosen with probability ``mask_rate``; a chosen token becomes ``<mask2>`` (80%), a random
   regular token (10%) or stays unchanged (10%). Output: the original sentence.
@@ -31,8 +36,9 @@ orig_sent_idx  int32         position in the original document
 task           string        ``gsr`` (gap sentence) or ``msr`` (masked sentence)
 src_ids        list<int32>   sentence-level input (gsr: left <mask1> right; msr: masked)
 tgt_ids        list<int32>   restoration target: the original sentence
-ctx_ids        list<int32>   this sentence's part of the document-level input ([<mask1>] for
-                             a gap, the masked sentence otherwise); concatenating a
+ctx_ids        list<int32>   this sentence's part of the document-level input (its noised
+                             input; [<mask1>] for a gap with gap_document_input: mask);
+                             concatenating a
                              sub-document's ctx_ids (with separators of the loader's choice)
                              gives the document-level input
 =============  ============  ===============================================================
@@ -81,6 +87,8 @@ RESTORE_SCHEMA = pa.schema(
 
 TASK_GSR = "gsr"
 TASK_MSR = "msr"
+#: what the document-level input holds at a gap: the gap's sentence-level input, or <mask1> alone
+GAP_DOCUMENT_INPUTS = ("sentence", "mask")
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,12 @@ class NoiseConfig:
     random_token_prob: float = 0.1
     max_sentences: int = 30
     seed: int = 1
+    gap_document_input: str = "sentence"
+
+    def __post_init__(self) -> None:
+        if self.gap_document_input not in GAP_DOCUMENT_INPUTS:
+            raise ValueError(f"noise.gap_document_input={self.gap_document_input!r}; choose one "
+                             f"of {list(GAP_DOCUMENT_INPUTS)}")
 
 
 @dataclass(frozen=True)
@@ -194,7 +208,8 @@ def noise_subdocument(sents: Sequence[Sequence[int]], cfg: NoiseConfig, vocab: V
         if i in gaps:
             src = list(sents[i - 1]) + [vocab.gap_id] + list(sents[i + 1])
             rows.append({"task": TASK_GSR, "src_ids": src, "tgt_ids": list(ids),
-                         "ctx_ids": [vocab.gap_id]})
+                         "ctx_ids": src if cfg.gap_document_input == "sentence"
+                         else [vocab.gap_id]})
         else:
             masked = mask_tokens(ids, cfg, vocab, rng, stats)
             rows.append({"task": TASK_MSR, "src_ids": masked, "tgt_ids": list(ids),
@@ -299,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random-token-prob", type=float, default=d.random_token_prob)
     ap.add_argument("--max-sentences", type=int, default=d.max_sentences)
     ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--gap-document-input", choices=GAP_DOCUMENT_INPUTS,
+                    default=d.gap_document_input)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for p in (args.encoded, args.model):
@@ -306,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error("input file %s does not exist", p)
             return 2
     cfg = NoiseConfig(args.gap_ratio, args.mask_rate, args.mask_token_prob,
-                      args.random_token_prob, args.max_sentences, args.seed)
+                      args.random_token_prob, args.max_sentences, args.seed,
+                      args.gap_document_input)
     rec = make_restore(args.encoded, args.model, args.out_dir, cfg)
     log.info("noise_docs: %s %s", rec["counts"], rec["achieved"])
     return 0

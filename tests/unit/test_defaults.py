@@ -88,7 +88,8 @@ CLIS = {
     ("pipeline_lib.preprocess.noise", None): {
         "gap_ratio": "noise.gap_ratio", "mask_rate": "noise.mask_rate",
         "mask_token_prob": "noise.mask_token_prob", "random_token_prob": "noise.random_token_prob",
-        "max_sentences": "noise.max_sentences", "seed": "noise.seed"},
+        "max_sentences": "noise.max_sentences", "seed": "noise.seed",
+        "gap_document_input": "noise.gap_document_input"},
     ("pipeline_lib.preprocess.shards", "make"): {
         "rows_per_shard": "shards.rows_per_shard", "row_group_rows": "shards.row_group_rows",
         "max_len": "shards.max_len"},

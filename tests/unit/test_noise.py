@@ -69,8 +69,9 @@ def test_mask_rates_match_config():
         assert abs(share / k - p) < 4 * math.sqrt(p * (1 - p) / k)
 
 
-def test_subdocument_instances():
-    cfg = noise.NoiseConfig(gap_ratio=0.3)
+@pytest.mark.parametrize("gap_input", noise.GAP_DOCUMENT_INPUTS)
+def test_subdocument_instances(gap_input):
+    cfg = noise.NoiseConfig(gap_ratio=0.3, gap_document_input=gap_input)
     sents = [[100 + 10 * i + j for j in range(4)] for i in range(10)]   # disjoint ids
     rows = noise.noise_subdocument(sents, cfg, VOCAB, np.random.default_rng(1), noise.MaskStats())
     gaps = [i for i, r in enumerate(rows) if r["task"] == noise.TASK_GSR]
@@ -80,10 +81,14 @@ def test_subdocument_instances():
         assert r["tgt_ids"] == sents[i]                                   # output = original
         if i in gaps:
             assert r["src_ids"] == sents[i - 1] + [VOCAB.gap_id] + sents[i + 1]
-            assert r["ctx_ids"] == [VOCAB.gap_id]
+            # the document holds the noised sentences: at a gap its input, or <mask1> alone
+            want = r["src_ids"] if gap_input == "sentence" else [VOCAB.gap_id]
+            assert r["ctx_ids"] == want
             assert not set(sents[i]) & set(doc_input)                     # gap never in input
         else:
             assert r["src_ids"] == r["ctx_ids"] and len(r["src_ids"]) == len(sents[i])
+    with pytest.raises(ValueError, match="gap_document_input"):
+        noise.NoiseConfig(gap_document_input="left")
 
 
 @pytest.fixture(scope="module")

@@ -119,6 +119,7 @@ rule noise_docs:
         random_token_prob=config["noise"]["random_token_prob"],
         max_sentences=config["noise"]["max_sentences"],
         seed=config["noise"]["seed"],
+        gap_input=config["noise"]["gap_document_input"],
         code=code_hash("preprocess.noise"),
     conda:
         "../../envs/preprocess.yaml"
@@ -127,7 +128,8 @@ rule noise_docs:
         " --out-dir $(dirname {output.restore:q}) --gap-ratio {params.gap_ratio}"
         " --mask-rate {params.mask_rate} --mask-token-prob {params.mask_token_prob}"
         " --random-token-prob {params.random_token_prob}"
-        " --max-sentences {params.max_sentences} --seed {params.seed} > {log:q} 2>&1"
+        " --max-sentences {params.max_sentences} --seed {params.seed}"
+        " --gap-document-input {params.gap_input} > {log:q} 2>&1"
 
 
 # The number of shards depends on the data: downstream rules list them through
