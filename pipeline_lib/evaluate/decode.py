@@ -30,12 +30,14 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
+from tqdm import tqdm
 
+from pipeline_lib.atomic import atomic_output
 from pipeline_lib.constants import MANIFEST_FILE, DataMode
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, inputs_for
 from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
@@ -46,13 +48,15 @@ log = logging.getLogger(__name__)
 
 def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], cfg: BeamConfig,
                         device: torch.device | str = "cpu", contexts: Sequence | None = None,
-                        inputs: ModelInputs = ModelInputs()) -> list[list[Hypothesis]]:
+                        inputs: ModelInputs = ModelInputs(),
+                        progress: bool = False) -> list[list[Hypothesis]]:
     """Translate sentences (ids without EOS), sorted by length and batched; input order out.
     ``contexts[i]``: sentence i's context (built by ``inputs.context``), for models whose
     context is fixed by the source document (no history needed)."""
     order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     out: list[list[Hypothesis]] = [[] for _ in srcs]
-    for start in range(0, len(order), cfg.batch_size):
+    for start in tqdm(range(0, len(order), cfg.batch_size), desc="translate", unit="batch",
+                      disable=not progress):
         idx = order[start:start + cfg.batch_size]
         batch = source_batch([srcs[i] for i in idx])
         if contexts is not None:
@@ -64,8 +68,8 @@ def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], c
 
 
 def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[Sequence[int]]],
-                           inputs: ModelInputs, cfg: BeamConfig,
-                           device: torch.device | str = "cpu") -> list[list[list[Hypothesis]]]:
+                           inputs: ModelInputs, cfg: BeamConfig, device: torch.device | str = "cpu",
+                           progress: bool = False) -> list[list[list[Hypothesis]]]:
     """DOCUMENT-mode models: every sentence with its sub-document (sentences are tagged ids
     without EOS; the model's document rule builds the tensors). Sub-documents
     (``split_document``, as in training) are sorted by length and packed whole into batches of
@@ -87,7 +91,7 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
             for i in range(a, b):
                 out[d][i] = next(found)
 
-    for sub in subs:
+    for sub in tqdm(subs, desc="translate", unit="sub-document", disable=not progress):
         if group and sum(b - a for _, a, b in group) + sub[2] - sub[1] > cfg.batch_size:
             run(group)
             group = []
@@ -98,7 +102,8 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
 
 
 def translate_documents(model: torch.nn.Module, documents: Sequence[Sequence[Sequence[int]]],
-                        cfg: BeamConfig, device: torch.device | str = "cpu") -> list[list[list[Hypothesis]]]:
+                        cfg: BeamConfig, device: torch.device | str = "cpu",
+                        progress: bool = False) -> list[list[list[Hypothesis]]]:
     """Translate documents in sentence order, ``cfg.batch_size`` documents side by side.
 
     Before a group: ``model.start_documents(n)``. For sentence index i: one search over the
@@ -108,7 +113,8 @@ def translate_documents(model: torch.nn.Module, documents: Sequence[Sequence[Seq
     """
     order = sorted(range(len(documents)), key=lambda d: -len(documents[d]))
     out: list[list[list[Hypothesis]]] = [[[] for _ in doc] for doc in documents]
-    for start in range(0, len(order), cfg.batch_size):
+    for start in tqdm(range(0, len(order), cfg.batch_size), desc="translate", unit="group",
+                      disable=not progress):
         group = order[start:start + cfg.batch_size]
         model.start_documents(len(group))
         for i in range(max(len(documents[d]) for d in group)):
@@ -151,17 +157,29 @@ def group_documents(rows: list[dict]) -> tuple[list[str], list[list[dict]]]:
     return list(docs), [sorted(d, key=lambda r: r["sent_idx"]) for d in docs.values()]
 
 
-def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
-                output: Path, device: str, document_mode: bool, unit: str = "document",
-                seed: int = 1) -> dict:
-    """Translate ``rows`` and write the hypothesis Parquet; returns the speed/count record.
+@dataclass
+class Translation:
+    """The detokenised n-best list of one input row (best first), with the search's scores."""
+
+    doc_id: str
+    sent_idx: int
+    hyps: list[str]
+    scores: list[float]
+    tokens: int          # pieces of the best hypothesis (without a model's tag)
+
+
+def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
+                   device: str, document_mode: bool, unit: str = "document", seed: int = 1,
+                   progress: bool = False) -> tuple[list[Translation], dict]:
+    """Translate ``rows`` (doc_id, sent_idx, src_ids) the way the model's inputs say, in
+    document order; returns the translations and the speed/count record.
 
     ``document_mode``: document-order decoding with history. Otherwise the model's inputs decide:
     CONTEXT models read their source context, DOCUMENT models their sub-document
     (``unit="document"``) or the tagged sentence alone (``unit="sentence"``). ``seed``: the data
-    seed of context rules that draw at random (the training seed reproduces training's draw)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    seed of context rules that draw at random (the training seed reproduces training's draw).
+    Test-set decoding (:func:`decode_file`) and ``translate`` both come through here, so a text
+    translated by hand gets exactly the pipeline's hypotheses."""
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
@@ -180,38 +198,52 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
         contexts = [r[CTX_KEY] for d in enriched for r in d]
     t0 = time.perf_counter()
     if mode is DataMode.STREAM:
-        hyps = translate_documents(model, srcs, cfg, device)
+        hyps = translate_documents(model, srcs, cfg, device, progress)
     elif mode is DataMode.DOCUMENT and unit == "document":
-        hyps = translate_subdocuments(model, srcs, inputs, cfg, device)
+        hyps = translate_subdocuments(model, srcs, inputs, cfg, device, progress)
     else:
-        flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device, contexts, inputs)
+        flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device, contexts,
+                                   inputs, progress=progress)
         it = iter(flat)
         hyps = [[next(it) for _ in d] for d in srcs]
     seconds = time.perf_counter() - t0
-    cols: dict[str, list] = {"doc_id": [], "sent_idx": [], "hyp": [], "score": [], "nbest": []}
-    n_tokens = 0
+    out: list[Translation] = []
     for doc_id, doc, doc_hyps in zip(doc_ids, docs, hyps):
         for r, h in zip(doc, doc_hyps):
-            cols["doc_id"].append(doc_id)
-            cols["sent_idx"].append(int(r["sent_idx"]))
-            cols["hyp"].append(sp.decode(inputs.strip_tag(h[0].tokens)))
-            cols["score"].append(h[0].score)
-            cols["nbest"].append([sp.decode(inputs.strip_tag(x.tokens)) for x in h])
-            n_tokens += len(inputs.strip_tag(h[0].tokens))
-    if cfg.nbest == 1:
-        del cols["nbest"]
-    table = pa.table({**cols, "sent_idx": pa.array(cols["sent_idx"], pa.int32())})
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_suffix(output.suffix + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(output)
-    n = len(cols["hyp"])
-    return {"sentences": n, "documents": len(docs), "hyp_tokens": n_tokens, "truncated_sources": truncated,
-            "decode_seconds": round(seconds, 3),
-            "sentences_per_s": round(n / seconds, 2) if seconds else None,
-            "tokens_per_s": round(n_tokens / seconds, 2) if seconds else None,
-            "mode": "document" if document_mode else "sentence", "data_mode": inputs.mode.value,
-            "unit": unit if inputs.mode is DataMode.DOCUMENT else None}
+            out.append(Translation(doc_id, int(r["sent_idx"]),
+                                   [sp.decode(inputs.strip_tag(x.tokens)) for x in h],
+                                   [x.score for x in h], len(inputs.strip_tag(h[0].tokens))))
+    n, n_tokens = len(out), sum(t.tokens for t in out)
+    record = {"sentences": n, "documents": len(docs), "hyp_tokens": n_tokens,
+              "truncated_sources": truncated, "decode_seconds": round(seconds, 3),
+              "sentences_per_s": round(n / seconds, 2) if seconds else None,
+              "tokens_per_s": round(n_tokens / seconds, 2) if seconds else None,
+              "mode": "document" if document_mode else "sentence",
+              "data_mode": inputs.mode.value,
+              "unit": unit if inputs.mode is DataMode.DOCUMENT else None}
+    return out, record
+
+
+def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
+                output: Path, device: str, document_mode: bool, unit: str = "document",
+                seed: int = 1) -> dict:
+    """Translate ``rows`` (:func:`translate_rows`) and write the hypothesis Parquet (columns
+    doc_id, sent_idx, hyp, score, and nbest when ``cfg.nbest`` > 1); returns the speed/count
+    record."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    translations, record = translate_rows(model, rows, cfg, spm_path, device, document_mode,
+                                          unit, seed)
+    cols: dict[str, list] = {"doc_id": [t.doc_id for t in translations],
+                             "sent_idx": pa.array([t.sent_idx for t in translations], pa.int32()),
+                             "hyp": [t.hyps[0] for t in translations],
+                             "score": [t.scores[0] for t in translations]}
+    if cfg.nbest > 1:
+        cols["nbest"] = [t.hyps for t in translations]
+    with atomic_output(output) as tmp:
+        pq.write_table(pa.table(cols), tmp)
+    return record
 
 
 def main(argv: Sequence[str] | None = None) -> None:
