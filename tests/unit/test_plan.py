@@ -159,3 +159,17 @@ def test_pretraining_can_read_another_corpus_restoration_instances():
     assert plan.aux_inputs("crosstask_pretrain") == ["results/make_shards/gigaword"]
     assert plan.aux_flag("crosstask") == "--aux-shards results/make_shards/bible/doc/train"
     assert plan.aux_inputs("transformer") == []
+
+
+def test_bpe_reads_only_corpora_with_train_or_mono_text():
+    """A test-only corpus is not train_bpe's input: editing it must not retrain BPE (and so every
+    model); a monolingual corpus is (its documents feed the joint vocabulary)."""
+    plan = Plan(load_config(overrides={"corpora": {
+        "extra": {"reader": "plaintext", "splits": {"test": {"src": "e.es", "tgt": "e.en"}}},
+        "news": {"reader": "plaintext", "splits": {"dev": {"src": "d.es", "tgt": "d.en"},
+                                                   "train": {"src": "t.es", "tgt": "t.en"}}},
+        "gigaword": {"reader": "mono_text", "splits": {"mono": {"src": "g.txt"}}},
+        "psalms": {"reader": "bible", "src_module": "a", "tgt_module": "b"}}}))
+    assert plan.splits("extra") == {"test"} and plan.splits("psalms") == {"train"}
+    assert plan.splits("bible") == {"train", "dev", "test"}
+    assert plan.bpe_corpora == ["bible", "news", "gigaword", "psalms"]
