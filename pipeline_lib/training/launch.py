@@ -30,8 +30,8 @@ import re
 import socket
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 DEFAULT_MODULE = "pipeline_lib.training.train"
 RDZV_PORT = 29500

@@ -86,7 +86,8 @@ def upstream(tmp_path_factory) -> Path:
     (work / "config.yaml").write_text(yaml.safe_dump(_config(splits)))
     proc = subprocess.run(_snakemake(work, "--cores", "2", "results/make_shards/tiny",
                                      "results/train_bpe/spm.model"),
-                          cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
+                          cwd=work, env=_env(), capture_output=True, text=True, timeout=600,
+                          check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return work
 
@@ -127,7 +128,7 @@ def preempted(upstream, tmp_path_factory) -> dict:
     """train_model submitted through the profile; when its trainer has logged its first steps,
     `scancel --signal=TERM` signals every process of the job step, as SLURM's
     `--signal=TERM@120` does before the time limit. The trainer's save of `last` takes
-    SAVE_DELAY_S; the profile's retries resubmit the job."""
+    SAVE_DELAY_S; the rule's `retries` resubmit the job."""
     work = _copy(upstream, tmp_path_factory.mktemp("preempted") / "work")
     state = work.parent / "fake_slurm"
     env = _env(FAKE_SLURM_DIR=str(state), DOCMT_TEST_SAVE_DELAY_S=str(SAVE_DELAY_S))
@@ -153,7 +154,7 @@ def test_sigterm_reaches_the_trainer_and_the_job_ends_after_its_save(preempted):
     """Item 9: the rule `exec`s the trainer, so no shell dies first and ends the step mid-save."""
     assert preempted["rc"] == 0, preempted["out"][-6000:]
     work, state = preempted["work"], preempted["state"]
-    assert len(_calls(state, "sbatch")) == 2          # pre-empted, then resubmitted by `retries`
+    assert len(_calls(state, "sbatch")) == 2          # pre-empted, then resubmitted
     first = _job(state, preempted["job"])
     assert first["state"] == "FAILED"
     # the job's step lasted until the trainer had saved, not a moment after the signal
@@ -201,8 +202,8 @@ def test_two_nodes_with_four_gpus_each(upstream, tmp_path):
                  train={**_config({})["train"], "max_steps": 2})
     state = tmp_path / "fake_slurm"
     env = _env(FAKE_SLURM_DIR=str(state), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    proc = subprocess.run(_slurm_run(work, state, "--retries", "0"), cwd=work, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(_slurm_run(work, state), cwd=work, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
     log_path = work / "logs/train_model/transformer.log"
     log = log_path.read_text() if log_path.exists() else ""
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-5000:]

@@ -30,14 +30,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 STATE = Path(os.environ.get("FAKE_SLURM_DIR", "/tmp/fake_slurm"))
 JOBS = STATE / "jobs"

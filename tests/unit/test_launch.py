@@ -8,8 +8,15 @@ import sys
 
 import pytest
 
-from pipeline_lib.training.launch import (SAVE_GRACE_S, attempt_header, build_command, child_env,
-                                          first_host, granted_gpus, plan)
+from pipeline_lib.training.launch import (
+    SAVE_GRACE_S,
+    attempt_header,
+    build_command,
+    child_env,
+    first_host,
+    granted_gpus,
+    plan,
+)
 
 ARGS = ["--config", "c.yaml", "--out-dir", "out"]
 
