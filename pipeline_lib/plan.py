@@ -114,6 +114,21 @@ class Plan:
     def corpora(self) -> list[str]:
         return list(self.config["corpora"])
 
+    def splits(self, corpus: str) -> set[str]:
+        """The splits a corpus's ingestion writes: its ``splits`` keys; the bible reader makes
+        ``train`` from every book not in ``dev_books``/``test_books``."""
+        spec = self.config["corpora"][corpus]
+        if spec["reader"] == "bible":
+            return {"train"} | {s for s in ("dev", "test") if spec[f"{s}_books"]}
+        return set(spec["splits"])
+
+    @property
+    def bpe_corpora(self) -> list[str]:
+        """Corpora whose text trains the joint BPE model (those with a ``train`` or ``mono``
+        split: pipeline_lib.preprocess.bpe reads no other). WHY not every corpus: a test-only
+        corpus in train_bpe's input would retrain BPE, and so every model, when it changes."""
+        return [c for c in self.corpora if self.splits(c) & {"train", "mono"}]
+
     @property
     def test_corpora(self) -> list[str]:
         """Corpora decoded and scored on ``score.test_splits`` (training-only corpora have none)."""
@@ -275,11 +290,8 @@ class Plan:
         j = self.jobs[job]
         if not j.aux:
             return ""
-        split = "mono" if j.aux == "restore" and self._has_split(j.aux_corpus, "mono") else "train"
+        split = "mono" if j.aux == "restore" and "mono" in self.splits(j.aux_corpus) else "train"
         return f"--aux-shards {self.out('make_shards', j.aux_corpus, j.aux, split)}"
-
-    def _has_split(self, corpus: str, split: str) -> bool:
-        return split in self.config["corpora"][corpus].get("splits", {})
 
     def aux_inputs(self, job: str) -> list[str]:
         """The shard folder of a job's aux corpus (declared: another corpus's shards rerun it)."""

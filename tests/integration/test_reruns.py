@@ -64,6 +64,9 @@ def test_complete_run_plans_nothing(tiny_pipeline):
 
 
 def test_changed_corpus_file_reruns_only_its_dependents(tiny_pipeline):
+    """`extra` has only a test split: editing it reruns its ingestion, parses, encoding, noise,
+    shards and decoding, then the scores and the report; not BPE (trained on train + mono
+    splits only, Plan.bpe_corpora) and so no training."""
     src = tiny_pipeline / "extra.es"
     before, stat = src.read_text(), src.stat()
     try:
@@ -72,13 +75,17 @@ def test_changed_corpus_file_reruns_only_its_dependents(tiny_pipeline):
     finally:  # the other tests see the completed run again
         src.write_text(before)
         os.utime(src, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert ("ingest_corpus", "corpus=extra") in jobs
-    assert ("ingest_corpus", "corpus=bible") not in jobs
-    assert "stanza_models" not in rules_of(jobs)
-    # no job trains on the test-only corpus, so it is never parsed; the Bible keeps its parses
-    assert not any(r.startswith("parse") for r, wc in jobs)
-    # the joint BPE model reads every corpus, so everything after it follows
-    assert DOWNSTREAM_OF_BPE <= rules_of(jobs)
+    cfg = _config(tiny_pipeline)
+    systems = _plan(cfg).systems
+    # its own stages (no job trains on the test-only corpus, so it is never parsed), one
+    # decoding per evaluated system and the evaluation; no BPE, no training, nothing else
+    own = {("ingest_corpus", "corpus=extra"), ("encode_bpe", "corpus=extra"),
+           ("noise_docs", "corpus=extra"), ("make_shards", "corpus=extra"),
+           ("verify_shards", "corpus=extra")}
+    decoded = {("decode_test", f"model={m}, corpus=extra, split=test") for m in systems}
+    evaluation = {("score_test", ""), ("discourse_consistency", ""), ("report", ""), ("all", "")}
+    assert jobs == own | decoded | evaluation, sorted(jobs)
+    assert len(jobs) == 9 + len(systems)   # one decoding per evaluated system
 
 
 def test_changed_vocab_size_reruns_bpe_and_after_but_not_parsing(tiny_pipeline):

@@ -39,6 +39,7 @@ SNAKEFILE = textwrap.dedent("""
     rule train_model:
         input: expand("shards/shard-{shard}.txt", shard=SHARDS)
         output: "train/launch.txt"
+        resources: nodes=1, gres="gpu:4"
         shell: "python -m pipeline_lib.training.launch --print-only --gpus-per-node 1 -- --steps 3 > {output}"
 
     rule decode_test:
@@ -85,7 +86,7 @@ def test_slurm_profile_submits_polls_and_collects_through_the_real_executor(tmp_
     assert "--cpus-per-task=8" in shard and "--gpus" not in shard and "--requeue" in shard
 
     train = " ".join(calls["rule_train_model"])
-    assert "-p gpu" in train and "--gpus=4" in train and "--mem 128000" in train
+    assert "-p gpu" in train and "--gres=gpu:4" in train and "--mem 128000" in train
     assert "-t 2880" in train and "--nodes=1" in train and "--cpus-per-task=32" in train
     assert "--signal=TERM@120" in train and "--requeue" in train
 

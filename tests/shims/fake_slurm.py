@@ -7,6 +7,22 @@ call is appended to ``$FAKE_SLURM_DIR/calls.jsonl`` (argv), so a test can assert
 snakemake-executor-plugin-slurm asked for. ``sbatch`` prints a job id as ``--parsable`` does and
 runs the ``--wrap`` command in the background with the SLURM_* variables a real allocation sets;
 ``sacct``/``squeue`` report job states in the ``JobIdRaw|State`` format the plugin parses.
+
+What the tests lean on, as real SLURM does it (all "nodes" are this machine):
+
+* ``sbatch --nodes=N --gres=gpu:G`` asks for G GPUs on each node; ``--gpus=G`` for G in all,
+  spread over the nodes (``SLURM_GPUS_ON_NODE`` = G / N).
+* ``srun`` starts a job step: ``--ntasks`` tasks (default one per node), each in its own process
+  group, with the step's SLURM_* variables (``SLURM_PROCID``, ``SLURM_NODEID``...) rebuilt from
+  the job, since the plugin's jobstep executor strips them before its srun. A step gets all the
+  job's GPUs of its nodes unless it asks for ``--gpus``. When a task ends, what is left of its
+  process group is killed (slurmstepd ends the step's processes); when the job ends, every step
+  left is killed. The srun client forwards the signals it receives to its tasks.
+* A step started while another step of the job runs waits for that step's CPUs unless it passes
+  ``--overlap``; here it fails at once with SLURM's message instead of hanging the test.
+* ``scancel --signal=SIG ID`` signals every process of the job's steps but not the batch shell
+  (``--batch``: only the batch shell; ``--full``: both), as ``sbatch --signal=SIG@T`` does T
+  seconds before the time limit; plain ``scancel ID`` terminates everything.
 """
 
 from __future__ import annotations
@@ -14,11 +30,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 STATE = Path(os.environ.get("FAKE_SLURM_DIR", "/tmp/fake_slurm"))
@@ -28,6 +45,7 @@ ACCOUNT = os.environ.get("FAKE_SLURM_ACCOUNT", "testacct")
 # real accounting database lags too, and it keeps the plugin's growing poll interval (+10 s per
 # poll that sees no finished job) out of test wall time.
 SACCT_WAIT_S = float(os.environ.get("FAKE_SLURM_SACCT_WAIT_S", "15"))
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def record(tool: str, argv: list[str]) -> None:
@@ -67,13 +85,24 @@ def next_job_id() -> str:
     return str(n)
 
 
-def write_job(job_id: str, **fields) -> None:
+@contextmanager
+def job_record(job_id: str) -> Iterator[dict]:
+    """The job's JSON record, locked for a read-modify-write (srun, the job and scancel all
+    update it)."""
+    JOBS.mkdir(parents=True, exist_ok=True)
     path = JOBS / f"{job_id}.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.update(fields)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
+    with open(JOBS / f"{job_id}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(path.read_text()) if path.exists() else {}
+        yield data
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+
+
+def read_job(job_id: str) -> dict:
+    with job_record(job_id) as data:
+        return dict(data)
 
 
 def jobs() -> list[dict]:
@@ -86,6 +115,15 @@ def jobs() -> list[dict]:
     return out
 
 
+def _count(value: str) -> int:
+    """``4``, ``gpu:4`` or ``gpu:a100:4`` -> 4."""
+    return int(value.split(":")[-1]) if value else 0
+
+
+def nodelist(nodes: int) -> str:
+    return "fakenode1" if nodes == 1 else f"fakenode[1-{nodes}]"
+
+
 def sbatch(argv: list[str]) -> int:
     opts = options(argv)
     script = opts.get("wrap")
@@ -93,35 +131,52 @@ def sbatch(argv: list[str]) -> int:
         script = sys.stdin.read() if argv[-1] == "/dev/stdin" else Path(argv[-1]).read_text()
     job_id = next_job_id()
     log = opts.get("output", str(STATE / "slurm-%j.log")).replace("%j", job_id)
-    gpus = opts.get("gpus", "0").split(":")[-1]
+    nodes = int(opts.get("nodes", "1"))
+    gres = opts.get("gres", "")
+    gpus_per_node = (_count(gres) if gres.startswith("gpu") else
+                     _count(opts.get("gpus", "0")) // nodes)
+    cpus = opts.get("cpus-per-task", "1")
     env = {**os.environ, "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
-           "SLURM_JOB_NAME": opts.get("job-name", ""), "SLURM_JOB_NUM_NODES": opts.get("nodes", "1"),
-           "SLURM_JOB_NODELIST": "fakenode1", "SLURM_CPUS_PER_TASK": opts.get("cpus-per-task", "1"),
-           "SLURM_SUBMIT_DIR": os.getcwd()}
-    if gpus != "0":
-        env["SLURM_GPUS"] = gpus
-        env["SLURM_GPUS_ON_NODE"] = gpus
-    write_job(job_id, id=job_id, name=opts.get("job-name", ""), state="PENDING", argv=argv)
+           "SLURM_JOB_NAME": opts.get("job-name", ""), "SLURM_JOB_NUM_NODES": str(nodes),
+           "SLURM_NNODES": str(nodes), "SLURM_JOB_NODELIST": nodelist(nodes),
+           "SLURM_CPUS_PER_TASK": cpus, "SLURM_SUBMIT_DIR": os.getcwd()}
+    if gpus_per_node:
+        env["SLURM_GPUS_ON_NODE"] = str(gpus_per_node)
+        if "gpus" in opts:
+            env["SLURM_GPUS"] = opts["gpus"]
+    with job_record(job_id) as job:
+        job.update(id=job_id, name=opts.get("job-name", ""), state="PENDING", argv=argv,
+                   nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_task=int(cpus), steps=[])
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out:
+    with open(log, "a" if opts.get("open-mode") == "append" else "w") as out:
         proc = subprocess.Popen([sys.executable, __file__, "_run", job_id, script],
                                 cwd=opts.get("D", os.getcwd()), env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    write_job(job_id, pid=proc.pid)
+    with job_record(job_id) as job:
+        job["pid"] = proc.pid
     print(job_id)
     return 0
 
 
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run_job(job_id: str, script: str) -> int:
-    write_job(job_id, state="RUNNING")
+    with job_record(job_id) as job:
+        job["state"] = "RUNNING"
     rc = subprocess.call(["/bin/sh", "-c", script])
-    write_job(job_id, state="COMPLETED" if rc == 0 else "FAILED", exit_code=rc)
+    with job_record(job_id) as job:
+        for step in job["steps"]:   # the job's end ends every step still running
+            for pgid in step["pgids"] if step["running"] else []:
+                _killpg(pgid, signal.SIGKILL)
+            step["running"] = False
+        job.update(state="COMPLETED" if rc == 0 else "FAILED", exit_code=rc, end=time.time())
     return rc
-
-
-def _name_filter(argv: list[str]) -> str | None:
-    return options(argv).get("name")
 
 
 def sacct(argv: list[str]) -> int:
@@ -148,7 +203,7 @@ def sacct(argv: list[str]) -> int:
 
 
 def squeue(argv: list[str]) -> int:
-    name = _name_filter(argv)
+    name = options(argv).get("name")
     for j in jobs():
         if name is None or j["name"] == name:
             print(f"{j['id']}|{j['state']}")
@@ -156,43 +211,130 @@ def squeue(argv: list[str]) -> int:
 
 
 def scancel(argv: list[str]) -> int:
-    ids = {a for arg in argv if not arg.startswith("-") for a in re.split(r"[,\s]+", arg) if a}
+    opts = options(argv)
+    sig_name = opts.get("signal") or opts.get("s")
+    ids = {i for a in argv for i in a.split(",") if i.isdigit()}
     for j in jobs():
-        if j["id"] in ids and "pid" in j:
-            try:
-                os.killpg(j["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            write_job(j["id"], state="CANCELLED")
+        if j["id"] not in ids:
+            continue
+        sig = getattr(signal, "SIG" + sig_name.upper().removeprefix("SIG")) if sig_name \
+            else signal.SIGTERM
+        to_batch = not sig_name or "batch" in opts or "b" in opts or "full" in opts or "f" in opts
+        to_steps = not sig_name or not ("batch" in opts or "b" in opts)
+        with job_record(j["id"]) as job:
+            if to_steps:
+                for step in job["steps"]:
+                    for pgid in step["pgids"] if step["running"] else []:
+                        _killpg(pgid, sig)
+            if to_batch and "pid" in job:
+                _killpg(job["pid"], sig)
+            if not sig_name:
+                job["state"] = "CANCELLED"
     return 0
 
 
-# srun options that take a separate value (everything else is --key=value or a flag)
-SRUN_VALUE_OPTS = {"-n", "-N", "-c", "-J", "-G", "--ntasks", "--nodes", "--jobid", "-w"}
+# srun options that take a value: short letter -> long name, and long names
+SRUN_SHORT = {"n": "ntasks", "N": "nodes", "c": "cpus-per-task", "G": "gpus", "J": "job-name",
+              "w": "nodelist", "K": "kill-on-bad-exit"}
+SRUN_SHORT_FLAGS = {"K"}
+SRUN_LONG_VALUES = {"ntasks", "nodes", "cpus-per-task", "gpus", "job-name", "nodelist",
+                    "ntasks-per-node", "jobid", "cpu-bind", "export"}
+
+
+def srun_options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """srun's options (long names) and the command after them: ``-n1``, ``-n 1``, ``--ntasks=1``
+    and ``--ntasks 1`` alike."""
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        a = argv[i]
+        if a.startswith("--"):
+            key, eq, value = a[2:].partition("=")
+            if not eq and key in SRUN_LONG_VALUES:
+                i, value = i + 1, argv[i + 1]
+            opts[key] = value
+        elif a[1] in SRUN_SHORT_FLAGS:
+            opts[SRUN_SHORT[a[1]]] = ""
+        else:
+            value = a[2:]
+            if not value:
+                i, value = i + 1, argv[i + 1]
+            opts[SRUN_SHORT.get(a[1], a[1])] = value
+        i += 1
+    return opts, argv[i:]
 
 
 def srun(argv: list[str]) -> int:
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        if argv[i] in SRUN_VALUE_OPTS:
-            i += 1
-        i += 1
-    cmd = argv[i:]
-    # a job step sees its own share of the allocation, as real srun exports it
-    opts = options(argv[:i])
-    step_env = {"SLURM_CPUS_PER_TASK": opts.get("cpus-per-task", "1"),
-                "SLURM_JOB_NUM_NODES": opts.get("nodes", "1"), "SLURM_NTASKS": "1",
-                "SLURM_STEP_ID": "0"}
-    if opts.get("gpus"):
-        step_env["SLURM_GPUS_ON_NODE"] = opts["gpus"].split(":")[-1]
-    os.environ.update(step_env)
+    opts, cmd = srun_options(argv)
     if not cmd:
         print("srun: no command", file=sys.stderr)
         return 2
-    if cmd == ["sh", "-s"]:
-        return subprocess.call(["/bin/sh", "-s"])
-    os.execvp(cmd[0], cmd)
-    return 0  # not reached
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id or not (JOBS / f"{job_id}.json").exists():
+        print("fake srun: only job steps inside an sbatch job are supported", file=sys.stderr)
+        return 2
+    job = read_job(job_id)
+    nodes = int(opts.get("nodes", "1"))
+    per_node = int(opts.get("ntasks-per-node", "1"))
+    ntasks = int(opts.get("ntasks", nodes * per_node))
+    if ntasks < nodes:
+        print(f"srun: Warning: can't run {ntasks} processes on {nodes} nodes, setting nnodes to "
+              f"{ntasks}", file=sys.stderr)
+        nodes = ntasks
+    if nodes > job["nodes"]:
+        print(f"srun: error: Only allocated {job['nodes']} nodes asked for {nodes}",
+              file=sys.stderr)
+        return 1
+    gpus = (_count(opts["gpus"]) // nodes) if opts.get("gpus") else job["gpus_per_node"]
+    with job_record(job_id) as rec:
+        busy = [s["id"] for s in rec["steps"] if s["running"]]
+        if busy and "overlap" not in opts:
+            print(f"srun: Job {job_id} step creation temporarily disabled, retrying (Requested "
+                  f"nodes are busy)\nfake srun: would wait forever for step(s) {busy}; "
+                  "pass --overlap to share their resources", file=sys.stderr)
+            return 1
+        step_id = len(rec["steps"])
+        tasks_per_node = -(-ntasks // nodes)
+        procs = []
+        for rank in range(ntasks):
+            node = rank // tasks_per_node
+            env = {**os.environ, "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
+                   "SLURM_JOB_NUM_NODES": str(job["nodes"]),
+                   "SLURM_JOB_NODELIST": nodelist(job["nodes"]), "SLURM_STEP_ID": str(step_id),
+                   "SLURM_NNODES": str(nodes), "SLURM_NTASKS": str(ntasks),
+                   "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_PROCID": str(rank),
+                   "SLURM_NODEID": str(node), "SLURM_LOCALID": str(rank % tasks_per_node),
+                   "SLURMD_NODENAME": f"fakenode{node + 1}",
+                   "SLURM_CPUS_PER_TASK": opts.get("cpus-per-task", "1")}
+            if gpus:
+                env["SLURM_GPUS_ON_NODE"] = str(gpus)
+            # `sh -s` (the plugin's pass-command-as-script) reads the script from our stdin
+            stdin = None if rank == 0 else subprocess.DEVNULL
+            procs.append(subprocess.Popen(cmd, env=env, stdin=stdin, start_new_session=True))
+        rec["steps"].append({"id": step_id, "argv": argv, "running": True,
+                             "pgids": [p.pid for p in procs]})
+
+    def forward(signum, frame) -> None:
+        for p in procs:
+            _killpg(p.pid, signum)
+
+    for s in FORWARDED:
+        signal.signal(s, forward)
+    codes: dict[int, int] = {}
+    while len(codes) < len(procs):
+        for p in procs:
+            if p.pid in codes or p.poll() is None:
+                continue
+            rc = p.returncode
+            codes[p.pid] = 128 - rc if rc < 0 else rc
+            _killpg(p.pid, signal.SIGKILL)   # the task ended: so does what is left of it
+            if rc != 0 and "kill-on-bad-exit" in opts:
+                for other in procs:
+                    _killpg(other.pid, signal.SIGKILL)
+        time.sleep(0.05)
+    with job_record(job_id) as rec:
+        rec["steps"][step_id]["running"] = False
+    return max(codes.values())
 
 
 def main() -> int:

@@ -78,8 +78,10 @@ def test_building_the_dag_imports_no_stage_library():
     code = textwrap.dedent("""
         import sys
         from pipeline_lib.plan import Plan, load_config
-        for preset in (None, "jiang2019_es-en_ted", "chen2021_en-de_ted"):
-            plan = Plan(load_config(overrides={"preset": preset} if preset else None))
+        mono = {"corpora": {"gigaword": {"reader": "mono_sgml", "splits": {"mono": {
+            "src": "tests/data/corpora/mono/afp_eng_199405.sgml"}}}}}
+        for overrides in (None, {"preset": "jiang2019_es-en_ted"}, mono):
+            plan = Plan(load_config(overrides=overrides))
             plan.final_targets(), plan.test_set_args(), plan.systems
             for corpus in plan.corpora:
                 plan.ingest_inputs(corpus)

@@ -1,4 +1,5 @@
-"""The launcher's command line for each process layout, from the SLURM environment + config."""
+"""The launcher's command line and environment for each process layout, from the SLURM
+environment + config."""
 
 from __future__ import annotations
 
@@ -7,41 +8,81 @@ import sys
 
 import pytest
 
-from pipeline_lib.training.launch import build_command, first_host, granted_gpus, plan
+from pipeline_lib.training.launch import (
+    SAVE_GRACE_S,
+    attempt_header,
+    build_command,
+    child_env,
+    first_host,
+    granted_gpus,
+    plan,
+)
 
 ARGS = ["--config", "c.yaml", "--out-dir", "out"]
 
 
 def test_cpu_workstation_runs_plain_python():
-    cmd = build_command(ARGS, env={}, nodes=1, gpus_per_node=0, python="py")
+    cmd = build_command(ARGS, {}, plan({}, nodes=1, gpus_per_node=0), python="py")
     assert cmd == ["py", "-m", "pipeline_lib.training.train", *ARGS]
 
 
 def test_single_gpu_runs_plain_python():
-    cmd = build_command(ARGS, env={"CUDA_VISIBLE_DEVICES": "0"}, gpus_per_node=4, python="py")
+    env = {"CUDA_VISIBLE_DEVICES": "0"}
+    cmd = build_command(ARGS, env, plan(env, gpus_per_node=4), python="py")
     assert cmd == ["py", "-m", "pipeline_lib.training.train", *ARGS]
 
 
 def test_one_node_four_gpus_granted_by_slurm_uses_torchrun():
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4"}
-    cmd = build_command(ARGS, env, nodes=1, gpus_per_node=8, python="py")
+    cmd = build_command(ARGS, env, plan(env, nodes=1, gpus_per_node=8), python="py")
     assert cmd == ["py", "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                    "--nproc_per_node=4", "-m", "pipeline_lib.training.train", *ARGS]
 
 
-def test_multi_node_goes_through_srun_with_rendezvous_on_first_host():
-    env = {"SLURM_JOB_ID": "123", "SLURM_JOB_NUM_NODES": "2",
+def test_multi_node_starts_one_overlapping_task_per_node_with_rendezvous_on_first_host():
+    """Two nodes x 4 GPUs inside the plugin's job step: a second step that does not overlap the
+    first would wait for its CPUs forever (issue 11)."""
+    env = {"SLURM_JOB_ID": "123", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "32",
            "SLURM_JOB_NODELIST": "gpu[007-008]", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
-    cmd = build_command(ARGS, env, nodes=2, gpus_per_node=4, python="py")
-    assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    cmd = build_command(ARGS, env, plan(env, nodes=2, gpus_per_node=4), python="py")
+    assert cmd[:7] == ["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
+                       "--cpus-per-task=32", "--kill-on-bad-exit=1"]
     assert "--nnodes=2" in cmd and "--nproc_per_node=4" in cmd
     assert "--rdzv_id=123" in cmd and "--rdzv_endpoint=gpu007:29500" in cmd
     assert cmd[-len(ARGS) - 2:] == ["-m", "pipeline_lib.training.train", *ARGS]
 
 
+def test_each_process_gets_its_share_of_the_node_cpus():
+    """OMP_NUM_THREADS = the node's CPUs / its processes, not all the CPUs for each (issue 11)."""
+    env = {"SLURM_JOB_ID": "123", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "32",
+           "SLURM_GPUS_ON_NODE": "4", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1",
+           "SLURM_TRES_PER_TASK": "cpu:32", "SRUN_CPUS_PER_TASK": "32", "PATH": "/bin",
+           "SLURM_JOB_NODELIST": "gpu[007-008]"}
+    layout = plan(env, nodes=2, gpus_per_node=4, cpus=64)
+    assert layout.cpus_per_node == 32 and layout.threads_per_proc == 8
+    out = child_env(env, build_command(ARGS, env, layout, python="py"), layout)
+    assert out["OMP_NUM_THREADS"] == "8"
+    # the trainer's step is shaped by its own flags, not by the step it is started from
+    assert {k for k in out if k.startswith(("SLURM_", "SRUN_"))} == {"SLURM_JOB_ID"}
+    assert out["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == str(SAVE_GRACE_S) and out["PATH"] == "/bin"
+    # one process on a workstation: all the CPUs the rule was given (its threads)
+    alone = plan({}, cpus=6)
+    assert child_env({}, build_command(ARGS, {}, alone, python="py"), alone) == \
+        {"OMP_NUM_THREADS": "6"}
+    one_node = plan({"SLURM_GPUS_ON_NODE": "4"}, cpus=32)
+    assert child_env({}, build_command(ARGS, {}, one_node, python="py"), one_node)[
+        "OMP_NUM_THREADS"] == "8"
+
+
+def test_attempt_header_names_the_attempt_and_the_slurm_job():
+    line = attempt_header(2, {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"})
+    assert line.startswith("===== attempt 2: SLURM job 77 (restart 1) on ")
+    assert attempt_header(1, {}).startswith("===== attempt 1: ")
+
+
 def test_multi_node_outside_slurm_is_refused():
     with pytest.raises(RuntimeError, match="not a SLURM job"):
-        build_command(ARGS, env={}, nodes=2, gpus_per_node=4)
+        build_command(ARGS, {}, plan({}, nodes=2, gpus_per_node=4))
 
 
 @pytest.mark.parametrize("value,count", [("0,1,2", 3), ("4", 4), ("gpu:a100:2", 2), ("", 0),
@@ -63,6 +104,9 @@ def test_first_host(nodelist, host):
 
 def test_cli_prints_the_command_without_running_it():
     out = subprocess.run([sys.executable, "-m", "pipeline_lib.training.launch", "--gpus-per-node", "2",
-                          "--print-only", "--", "--steps", "5"], capture_output=True, text=True,
+                          "--cpus", "6", "--attempt", "3", "--print-only", "--", "--steps", "5"],
+                         capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."}, check=True)
     assert "--nproc_per_node=2" in out.stdout and out.stdout.strip().endswith("--steps 5")
+    assert out.stderr.startswith("===== attempt 3: ")
+    assert "launch: OMP_NUM_THREADS=3 " in out.stderr

@@ -182,3 +182,17 @@ def test_with_resources_control_pretrains_on_the_same_external_pairs():
     pre, ctrl_pre = plan.jobs["crosstask_pretrain"], plan.jobs[ctrl.init_from]
     assert pre.corpus == ctrl_pre.corpus == "wmt14" and ctrl.corpus == plan.jobs["crosstask"].corpus
     assert ctrl_pre.train["max_steps"] == round(pre.train["max_steps"] * (1 - pre.train["aux_ratio"]))
+
+
+def test_bpe_reads_only_corpora_with_train_or_mono_text():
+    """A test-only corpus is not train_bpe's input: editing it must not retrain BPE (and so every
+    model); a monolingual corpus is (its documents feed the joint vocabulary)."""
+    plan = Plan(load_config(overrides={"corpora": {
+        "extra": {"reader": "plaintext", "splits": {"test": {"src": "e.es", "tgt": "e.en"}}},
+        "news": {"reader": "plaintext", "splits": {"dev": {"src": "d.es", "tgt": "d.en"},
+                                                   "train": {"src": "t.es", "tgt": "t.en"}}},
+        "gigaword": {"reader": "mono_text", "splits": {"mono": {"src": "g.txt"}}},
+        "psalms": {"reader": "bible", "src_module": "a", "tgt_module": "b"}}}))
+    assert plan.splits("extra") == {"test"} and plan.splits("psalms") == {"train"}
+    assert plan.splits("bible") == {"train", "dev", "test"}
+    assert plan.bpe_corpora == ["bible", "news", "gigaword", "psalms"]

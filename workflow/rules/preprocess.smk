@@ -6,9 +6,11 @@ from pathlib import Path
 from pipeline_lib.codehash import code_hash
 
 
+# Only corpora with a train or mono split (the text BPE learns from): editing a test-only corpus
+# does not retrain BPE, and so every model.
 rule train_bpe:
     input:
-        docs=[plan.out("ingest_corpus", c, "docs.parquet") for c in plan.corpora],
+        docs=[plan.out("ingest_corpus", c, "docs.parquet") for c in plan.bpe_corpora],
     output:
         model=plan.out("train_bpe", "spm.model"),
         vocab=plan.out("train_bpe", "spm.vocab"),

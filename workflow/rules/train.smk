@@ -22,6 +22,8 @@ rule train_model:
         final=directory(plan.checkpoint("{model}", "final")),
         manifest=plan.out("train_model", "{model}", "manifest.json"),
     log:
+        # A link to logs/train_model/{model}.attempts.log, which keeps every attempt's output
+        # (see the shell): Snakemake deletes a rule's log before each attempt.
         "logs/train_model/{model}.log",
     benchmark:
         "benchmarks/train_model/{model}.tsv"
@@ -37,16 +39,34 @@ rule train_model:
         nodes=config["cluster"]["nodes"],
         gpus=config["cluster"]["gpus_per_node"],
         code=code_hash("training.train", "training.launch"),
+    # The job's shape comes from config cluster alone (profiles/slurm adds partition, memory,
+    # time): `nodes` and `gres` are snakemake-executor-plugin-slurm's sbatch --nodes and --gres,
+    # GPUs per node (its `gpu` would be --gpus, a total that the nodes share); "" = no GPU.
+    # `attempt` (1, 2, ...) heads each attempt's output in the log.
+    resources:
+        nodes=config["cluster"]["nodes"],
+        gres=f"gpu:{config['cluster']['gpus_per_node']}" if config["cluster"]["gpus_per_node"] else "",
+        attempt=lambda wc, attempt: attempt,
     # A large constant that Snakemake scales down to --cores on a workstation; under SLURM the
-    # profile's set-threads gives the real CPUs per job (workflow.cores there is the job count).
+    # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
+    # The launcher shares them among the node's processes (OMP_NUM_THREADS).
     threads: 64
     # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption): a retry resumes from checkpoints/last.
-    retries: 3
+    # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
+    # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
+    # fails and a new one is submitted.
+    retries: 0 if workflow.remote_exec else 3
     conda:
         "../../envs/train.yaml"
+    # `exec`: the launcher, then the trainer, replaces this shell, so the SIGTERM that SLURM sends
+    # to every process of the job step reaches the trainer alone (a shell would die at once, the
+    # in-job Snakemake would report the job dead and end the step mid-save) and Snakemake sees
+    # the trainer's exit code after its save. `>>` + the link: the pre-empted attempt's output
+    # stays in the log above the resumed one's.
     shell:
-        "OMP_NUM_THREADS={threads} python -m pipeline_lib.training.launch --nodes {params.nodes}"
-        " --gpus-per-node {params.gpus} --"
+        "ln -sfn {wildcards.model}.attempts.log {log:q};"
+        " exec python -m pipeline_lib.training.launch --attempt {resources.attempt}"
+        " --nodes {params.nodes} --gpus-per-node {params.gpus} --cpus {threads} --"
         " --config-json {params.cfg:q} --shards {input.shards:q}/{params.data}/train"
         " --dev-shards {input.dev_shards:q}/{params.data}/dev {params.aux} --spm {input.spm:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} >> {log:q} 2>&1"
