@@ -149,11 +149,14 @@ def test_a_control_equal_to_an_existing_job_is_that_job():
     """DBSA trained from scratch with the baseline's steps on all pairs (the paper's recipe):
     its control is the baseline itself, not a second identical run; on the parsed subset
     (data: heads) it is a run on that subset."""
+    base = load_config()["model_settings"]["transformer"]["train"]
+    same = {"max_steps": base["max_steps"], "warmup": 400, "lr": 1.5e-3, "validate_every": 200,
+            "save_every": 200}
     plan = Plan(load_config(overrides={"model_settings": {"dbsa": {
-        "init_from": None, "data": "sent", "train": {"max_steps": 500, "warmup": 200}}}}))
+        "init_from": None, "data": "sent", "train": same}}}))
     assert plan.controls["dbsa"] == "transformer"
     subset = Plan(load_config(overrides={"model_settings": {"dbsa": {
-        "init_from": None, "train": {"max_steps": 500, "warmup": 200}}}}))
+        "init_from": None, "train": same}}}))
     assert subset.jobs[subset.controls["dbsa"]].data == "heads"
     off = Plan(load_config(overrides={"score": {"matched_controls": False}}))
     assert off.controls == {} and "transformer_plus150" not in off.jobs

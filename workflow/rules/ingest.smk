@@ -19,6 +19,7 @@ rule ingest_corpus:
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
         max_line_chars=config["ingest"]["max_line_chars"],
         code=code_hash("ingest"),
+    priority: 10   # ahead of stanza: see train.smk
     conda:
         "../../envs/ingest.yaml"
     shell:

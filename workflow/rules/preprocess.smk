@@ -25,7 +25,8 @@ rule train_bpe:
         src_lang=config["src_lang"],
         tgt_lang=config["tgt_lang"],
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
-    threads: 2
+    threads: 1
+    priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
     conda:
         "../../envs/preprocess.yaml"
     shell:
@@ -49,7 +50,8 @@ rule encode_bpe:
         "logs/encode_bpe/{corpus}.log",
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
-    threads: 2
+    threads: 1
+    priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
     conda:
         "../../envs/preprocess.yaml"
     shell:
@@ -75,7 +77,7 @@ rule encode_heads:
         "logs/encode_heads/{corpus}.log",
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
-    threads: 2
+    threads: 1   # beside the training jobs: see train.smk
     conda:
         "../../envs/preprocess.yaml"
     shell:
@@ -123,6 +125,7 @@ rule noise_docs:
         seed=config["noise"]["seed"],
         gap_input=config["noise"]["gap_document_input"],
         code=code_hash("preprocess.noise"),
+    priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
     conda:
         "../../envs/preprocess.yaml"
     shell:
@@ -149,6 +152,7 @@ checkpoint make_shards:
         row_group=config["shards"]["row_group_rows"],
         max_len=config["shards"]["max_len"],
         code=code_hash("preprocess.shards", "preprocess.bpe", "preprocess.noise"),
+    priority: 10
     conda:
         "../../envs/preprocess.yaml"
     shell:

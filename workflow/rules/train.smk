@@ -47,10 +47,13 @@ rule train_model:
         nodes=config["cluster"]["nodes"],
         gres=f"gpu:{config['cluster']['gpus_per_node']}" if config["cluster"]["gpus_per_node"] else "",
         attempt=lambda wc, attempt: attempt,
-    # A large constant that Snakemake scales down to --cores on a workstation; under SLURM the
+    # config cluster.train_threads (64: what Snakemake lowers to --cores); under SLURM the
     # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
     # The launcher shares them among the node's processes (OMP_NUM_THREADS).
-    threads: 64
+    threads: config["cluster"]["train_threads"]
+    # The longest chain (baseline -> fine-tunes -> decoding) goes first when cores are scarce;
+    # stanza training and parsing (DBSA's data only) fill the other core.
+    priority: 10
     # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption): a retry resumes from checkpoints/last.
     # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
     # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
