@@ -5,7 +5,10 @@ Why this shape:
   sentences is held, so corpus size is bounded by disk, not memory.
 - *Token budget* (fairseq ``--max-tokens``): the buffer is sorted by length and cut into batches
   whose padded size ``rows * max(len(src)+1, len(tgt)+1)`` stays within ``max_tokens``; similar
-  lengths waste little padding and every batch costs about the same.
+  lengths waste little padding and every batch costs about the same. A row's context (CONTEXT
+  mode) is budgeted apart, ``rows * longest context <= max_context_tokens``, so a context model
+  and its matched control see the same sentence pairs per update (counting the context in
+  ``max_tokens`` left a DocT batch ~1,800 target tokens of a 4,096 budget).
 - *Disjoint streams*: the work units (row groups, or interleaved parts of row groups when there
   are fewer row groups than readers) are shuffled with ``seed + epoch`` and dealt round-robin to
   ``world_size * num_workers`` streams, so DDP ranks and DataLoader workers never see the same row.
@@ -61,6 +64,7 @@ class LoaderConfig:
     the model's positions; ``buffer_sents`` trades memory for better length bucketing."""
 
     max_tokens: int = 4096
+    max_context_tokens: int | None = None   # None: 2 x max_tokens (pack_by_tokens)
     seed: int = 1
     buffer_sents: int = 20000
     max_len: int = 1024
@@ -164,12 +168,16 @@ def read_documents(unit: WorkUnit, with_heads: bool) -> list[list[dict]]:
 
 
 def _row_len(row: dict) -> int:
-    """Padded length a row needs: the longer of src+EOS, BOS+tgt and its context."""
-    n = max(len(row["src_ids"]), len(row["tgt_ids"])) + 1
+    """Padded length a sentence pair needs: the longer of src+EOS and BOS+tgt."""
+    return max(len(row["src_ids"]), len(row["tgt_ids"])) + 1
+
+
+def _ctx_len(row: dict) -> int:
+    """Padded size of a row's context: its ids, or slots x the longest slot (CAMN's slots)."""
     ctx = row.get(CTX_KEY)
-    if ctx:
-        n = max(n, max(len(c) for c in ctx) if isinstance(ctx[0], list) else len(ctx))
-    return n
+    if not ctx:
+        return 0
+    return len(ctx) * max(len(c) for c in ctx) if isinstance(ctx[0], list) else len(ctx)
 
 
 def prepare(row: dict, inputs: ModelInputs) -> dict:
@@ -191,22 +199,26 @@ def _usable(row: dict, max_len: int) -> bool:
     return bool(row["src_ids"]) and bool(row["tgt_ids"]) and _row_len(row) <= max_len
 
 
-def pack_by_tokens(rows: list[dict], max_tokens: int) -> list[list[dict]]:
-    """Sort ``rows`` by length and cut into batches with rows * max_len <= max_tokens.
+def pack_by_tokens(rows: list[dict], max_tokens: int,
+                   max_context_tokens: int | None = None) -> list[list[dict]]:
+    """Sort ``rows`` by length and cut into batches with rows * longest pair <= max_tokens and
+    rows * longest context <= ``max_context_tokens`` (None: twice ``max_tokens``).
 
-    A single row longer than the budget forms a batch of its own (the budget cannot be met
+    A single row longer than a budget forms a batch of its own (the budget cannot be met
     otherwise; ``max_len`` filtering upstream keeps such rows rare)."""
-    rows = sorted(rows, key=lambda r: (_row_len(r), len(r["src_ids"])))
+    ctx_budget = 2 * max_tokens if max_context_tokens is None else max_context_tokens
+    rows = sorted(rows, key=lambda r: (_row_len(r), _ctx_len(r), len(r["src_ids"])))
     batches: list[list[dict]] = []
     cur: list[dict] = []
-    cur_max = 0
+    cur_max = ctx_max = 0
     for r in rows:
-        n = _row_len(r)
-        if cur and max(cur_max, n) * (len(cur) + 1) > max_tokens:
+        n, c = _row_len(r), _ctx_len(r)
+        if cur and (max(cur_max, n) * (len(cur) + 1) > max_tokens
+                    or max(ctx_max, c) * (len(cur) + 1) > ctx_budget):
             batches.append(cur)
-            cur, cur_max = [], 0
+            cur, cur_max, ctx_max = [], 0, 0
         cur.append(r)
-        cur_max = max(cur_max, n)
+        cur_max, ctx_max = max(cur_max, n), max(ctx_max, c)
     if cur:
         batches.append(cur)
     return batches
@@ -382,7 +394,7 @@ class ShardStream(IterableDataset):
             yield from self._flush(buffer, rng)
 
     def _flush(self, buffer: list[dict], rng: random.Random) -> Iterator[Batch]:
-        batches = pack_by_tokens(buffer, self.cfg.max_tokens)
+        batches = pack_by_tokens(buffer, self.cfg.max_tokens, self.cfg.max_context_tokens)
         rng.shuffle(batches)
         for rows in batches:
             yield collate(rows, self.cfg.inputs)
@@ -417,11 +429,13 @@ class TrainLoader:
 
 
 def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
-                inputs: ModelInputs = ModelInputs(), seed: int = 1) -> list[Batch]:
+                inputs: ModelInputs = ModelInputs(), seed: int = 1,
+                max_context_tokens: int | None = None) -> list[Batch]:
     """All rows of a dev split, batched the way ``inputs.mode`` trains, in a fixed order (no
     shuffling, nothing dropped except pairs longer than ``max_len``). Dev sets are small enough
     to hold. STREAM: lanes over the documents in file order."""
-    cfg = LoaderConfig(max_tokens=max_tokens, max_len=max_len, inputs=inputs, seed=seed)
+    cfg = LoaderConfig(max_tokens=max_tokens, max_len=max_len, inputs=inputs, seed=seed,
+                       max_context_tokens=max_context_tokens)
     if inputs.mode is DataMode.SENTENCE:
         rows = []
         for f in shard_files(directory):
@@ -445,4 +459,5 @@ def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
     if inputs.mode is DataMode.DOCUMENT:
         return [collate_documents(b, inputs) for b in
                 pack_documents(_subdocuments(docs, inputs.max_sentences), max_tokens)]
-    return [collate(b, inputs) for b in pack_by_tokens([r for d in docs for r in d], max_tokens)]
+    return [collate(b, inputs) for b in pack_by_tokens([r for d in docs for r in d], max_tokens,
+                                                      max_context_tokens)]

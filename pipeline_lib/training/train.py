@@ -73,6 +73,7 @@ class TrainConfig:
     it and fit the CPU default run, config.yaml's comment gives the papers' values)."""
 
     max_tokens: int = 4096
+    max_context_tokens: int | None = None
     update_freq: int = 1
     max_steps: int = 500
     warmup: int = 200
@@ -314,7 +315,8 @@ class Trainer:
         A document-level model reads sentence batches from --shards; its document-level batches
         (restoration or parallel documents) come from --aux-shards."""
         tcfg, info = self.tcfg, self.info
-        lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed,
+        lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, max_context_tokens=tcfg.max_context_tokens,
+                            seed=tcfg.seed,
                             buffer_sents=tcfg.buffer_sents, max_len=self.mcfg.max_len,
                             num_workers=tcfg.num_workers, inputs=self.inputs)
         self.loader = TrainLoader(shards, replace(lcfg, inputs=self.inputs.sentence_batches()),
@@ -322,7 +324,7 @@ class Trainer:
         self.aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
                            if aux_shards is not None and tcfg.aux_ratio > 0 else None)
         self.dev = (dev_batches(dev_shards, tcfg.max_tokens, self.mcfg.max_len, self.inputs,
-                                tcfg.seed) if info.is_main else [])
+                                tcfg.seed, tcfg.max_context_tokens) if info.is_main else [])
         if tcfg.dev_bleu and self.inputs.dev_bleu_skip:
             self._log(f"dev BLEU skipped: {self.inputs.dev_bleu_skip}")
 

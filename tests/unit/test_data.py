@@ -400,3 +400,29 @@ def test_stream_lanes_never_exceed_the_budget_with_long_rows():
         width = max(max(len(r["src_ids"]), len(r["tgt_ids"])) + 1 for r in rows)
         assert len(rows) * width <= 300
     assert len(lanes) == 300 // 61
+
+
+def test_context_is_budgeted_apart_from_the_sentence_pairs(doc_corpus):
+    """DocT's context does not eat the pair budget: its batches hold about as many target tokens
+    as sentence batches of the same rows, and the context has its own bound."""
+    doc_dir, _, spm_model = doc_corpus
+    spec = _inputs("doct", spm_model, context_sentences=2)
+    ctx = _epoch(doc_dir, LoaderConfig(max_tokens=120, seed=4, inputs=spec))
+    sent = _epoch(doc_dir, LoaderConfig(max_tokens=120, seed=4))
+    for b in ctx:
+        assert b.src.numel() <= 120 and b.tgt_in.numel() <= 120 or b.src.size(0) == 1
+        assert b.ctx_src.numel() <= 240 or b.src.size(0) == 1
+    tgt = lambda bs: sum(int(b.tgt_out.ne(PAD_ID).sum()) for b in bs)   # noqa: E731
+    assert tgt(ctx) == tgt(sent)
+    tight = _epoch(doc_dir, LoaderConfig(max_tokens=120, max_context_tokens=60, seed=4, inputs=spec))
+    assert len(tight) > len(ctx) and all(b.ctx_src.numel() <= 60 or b.src.size(0) == 1 for b in tight)
+    # the same rows pack into the same batches with or without a context that fits its budget
+    from pipeline_lib.models.inputs import CTX_KEY
+    from pipeline_lib.training.data import pack_by_tokens
+
+    rows = [{"src_ids": [5] * n, "tgt_ids": [6] * n, "i": i}
+            for i, n in enumerate(random.Random(2).choices(range(3, 30), k=200))]
+    plain = [[r["i"] for r in b] for b in pack_by_tokens(rows, 300)]
+    with_ctx = [{**r, CTX_KEY: [7] * (2 * len(r["src_ids"]))} for r in rows]
+    assert [[r["i"] for r in b] for b in pack_by_tokens(with_ctx, 300)] == plain
+    assert len(pack_by_tokens(with_ctx, 300, max_context_tokens=300)) > len(plain)
