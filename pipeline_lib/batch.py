@@ -34,6 +34,17 @@ class Batch:
                           for k, v in self.extra.items()}
         return Batch(**moved)
 
+    def pin_memory(self) -> "Batch":
+        """Page-locked copies (DataLoader's pin_memory calls this), so ``to(cuda,
+        non_blocking=True)`` overlaps the copy with compute."""
+        pinned = {f.name: getattr(self, f.name) for f in fields(self)}
+        for k, v in pinned.items():
+            if isinstance(v, torch.Tensor):
+                pinned[k] = v.pin_memory()
+        pinned["extra"] = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v
+                           for k, v in self.extra.items()}
+        return Batch(**pinned)
+
     @property
     def num_tgt_tokens(self) -> int:
         return int((self.tgt_out != 0).sum())

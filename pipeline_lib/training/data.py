@@ -69,6 +69,7 @@ class LoaderConfig:
     buffer_sents: int = 20000
     max_len: int = 1024
     num_workers: int = 0
+    pin_memory: bool = False                 # page-locked batches for asynchronous GPU copies
     inputs: ModelInputs = ModelInputs()
 
     @property
@@ -413,19 +414,53 @@ class TrainLoader:
         self.cfg = cfg
 
     def iterate(self, position: DataPosition) -> Iterator[tuple[DataPosition, Batch]]:
-        """Yield ``(position after this batch, batch)`` for the rest of ``position.epoch``."""
+        """Yield ``(position after this batch, batch)`` for the rest of ``position.epoch``.
+
+        Worker processes read ahead of the trainer (``num_workers``). Document streams cannot be
+        split among workers (a lane must stay one document), so that mode reads in one
+        background thread instead, ``num_workers`` batches ahead: the order is the same as
+        reading in the loop."""
         self.dataset.epoch = position.epoch
+        stream = self.cfg.inputs.mode is DataMode.STREAM
         # A private generator: DataLoader draws a base seed per iterator, which would otherwise
         # come from the global torch RNG and shift dropout masks between a resumed run and an
         # uninterrupted one.
-        workers = 0 if self.cfg.inputs.mode is DataMode.STREAM else self.cfg.num_workers
-        loader = DataLoader(self.dataset, batch_size=None, num_workers=workers,
-                            persistent_workers=False,
+        loader = DataLoader(self.dataset, batch_size=None,
+                            num_workers=0 if stream else self.cfg.num_workers,
+                            pin_memory=self.cfg.pin_memory, persistent_workers=False,
                             generator=torch.Generator().manual_seed(self.cfg.seed + position.epoch))
-        for i, batch in enumerate(loader):
+        batches = read_ahead(iter(loader), self.cfg.num_workers) if stream else iter(loader)
+        for i, batch in enumerate(batches):
             if i < position.batches:
                 continue
             yield DataPosition(position.epoch, i + 1), batch
+
+
+def read_ahead(items: Iterator, depth: int) -> Iterator:
+    """``items`` produced by a background thread up to ``depth`` ahead (0: in this thread). The
+    thread mostly waits on Parquet reads and collation outside the GIL-heavy training step."""
+    if depth <= 0:
+        yield from items
+        return
+    import queue
+    import threading
+
+    done = object()
+    q: queue.Queue = queue.Queue(maxsize=depth)
+
+    def produce() -> None:
+        try:
+            for item in items:
+                q.put(item)
+            q.put(done)
+        except BaseException as e:  # re-raised in the consumer, where it belongs
+            q.put(e)
+
+    threading.Thread(target=produce, daemon=True, name="read_ahead").start()
+    while (item := q.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,

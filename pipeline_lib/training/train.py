@@ -88,7 +88,7 @@ class TrainConfig:
     average_last_k: int = 0
     patience: int = 0
     compile: bool = False
-    num_workers: int = 0
+    num_workers: int = 2
     device: str = "auto"
     buffer_sents: int = 20000
     dev_bleu: bool = True
@@ -318,7 +318,8 @@ class Trainer:
         lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, max_context_tokens=tcfg.max_context_tokens,
                             seed=tcfg.seed,
                             buffer_sents=tcfg.buffer_sents, max_len=self.mcfg.max_len,
-                            num_workers=tcfg.num_workers, inputs=self.inputs)
+                            num_workers=tcfg.num_workers, inputs=self.inputs,
+                            pin_memory=self.device.type == "cuda")
         self.loader = TrainLoader(shards, replace(lcfg, inputs=self.inputs.sentence_batches()),
                                   info.rank, info.world_size)
         self.aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)

@@ -426,3 +426,19 @@ def test_context_is_budgeted_apart_from_the_sentence_pairs(doc_corpus):
     with_ctx = [{**r, CTX_KEY: [7] * (2 * len(r["src_ids"]))} for r in rows]
     assert [[r["i"] for r in b] for b in pack_by_tokens(with_ctx, 300)] == plain
     assert len(pack_by_tokens(with_ctx, 300, max_context_tokens=300)) > len(plain)
+
+
+def test_document_streams_read_ahead_in_a_thread_in_the_same_order(doc_corpus):
+    doc_dir, _, spm_model = doc_corpus
+    inputs = _inputs("cache", spm_model)
+    inline = _epoch(doc_dir, LoaderConfig(max_tokens=60, seed=2, num_workers=0, inputs=inputs))
+    ahead = _epoch(doc_dir, LoaderConfig(max_tokens=60, seed=2, num_workers=3, inputs=inputs))
+    assert [_keys(b) for b in ahead] == [_keys(b) for b in inline]
+    from pipeline_lib.training.data import read_ahead
+
+    def boom():
+        yield 1
+        raise OSError("shard unreadable")
+
+    with pytest.raises(OSError, match="shard unreadable"):
+        list(read_ahead(boom(), 2))

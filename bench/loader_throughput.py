@@ -1,0 +1,84 @@
+"""Target tokens/s the training loader delivers, per data mode and worker count.
+
+    .venv/bin/python bench/loader_throughput.py [--rows 200000] [--workers 0 2 4]
+        [--max-tokens 4096] [--batches 300] [--work DIR]
+
+The GPU goal (issue 13) is ~470k target tokens/s for the base Transformer on one H100; with a 3x
+margin the loader must deliver ~1.4M target tokens/s, or it sits on the critical path. Synthetic
+shards in the make_shards layout (documents of 25 sentences, 5-40 ids per side; the
+loader_memory.py writer) are read through ``TrainLoader`` exactly as the trainer reads them: the
+sentence loader (transformer, dbsa), context (DocT: two previous sentences), document streams
+(cache: a thread reads ahead) and sub-documents (cross-task). Special piece ids come from a
+synthetic SpecialIds (no sentencepiece model needed). For each (mode, workers) the first
+``--batches`` batches after a warm-up of 20 are timed; target tokens = non-pad ``tgt_out`` cells.
+Prints one line per pair and, last, the best sentence-mode figure and the workers it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from loader_memory import write_shards  # noqa: E402
+
+from pipeline_lib.constants import PAD_ID  # noqa: E402
+from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
+from pipeline_lib.models.inputs import SpecialIds  # noqa: E402
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader  # noqa: E402
+
+MODELS = {"sentence": ("transformer", {}), "context": ("doct", {"context_sentences": 2}),
+          "stream": ("cache", {}), "document": ("crosstask", {"max_sentences": 30})}
+SPECIAL = SpecialIds(sent_break=4, src_tag=5, tgt_tag=6)
+
+
+def inputs_of(name: str, extras: dict):
+    model = build_model(ModelConfig(vocab_size=8000, d_model=8, n_heads=2, d_ff=8, enc_layers=1,
+                                    dec_layers=1, max_len=1024, name=name, extras=extras))
+    return model.inputs(SPECIAL)
+
+
+def measure(shards: Path, mode: str, workers: int, max_tokens: int, batches: int) -> float:
+    name, extras = MODELS[mode]
+    inputs = inputs_of(name, extras)
+    cfg = LoaderConfig(max_tokens=max_tokens, num_workers=workers, inputs=inputs)
+    it = TrainLoader(shards, cfg).iterate(DataPosition(0, 0))
+    for _ in range(20):
+        next(it)
+    tokens, t0 = 0, time.perf_counter()
+    for k, (_, b) in enumerate(it):
+        tokens += int(b.tgt_out.ne(PAD_ID).sum())
+        if k + 1 >= batches:
+            break
+    return tokens / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[0, 2, 4])
+    ap.add_argument("--modes", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--batches", type=int, default=300)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/docmt-bench-loader"))
+    a = ap.parse_args()
+    shards = a.work / f"rows{a.rows}"
+    write_shards(shards, a.rows)
+    best = (0.0, 0)
+    for mode in a.modes:
+        for w in a.workers:
+            rate = measure(shards, mode, w, a.max_tokens, a.batches)
+            print(f"{mode:9s} workers {w}: {rate:,.0f} target tokens/s", flush=True)
+            if mode == "sentence" and rate > best[0]:
+                best = (rate, w)
+    if "sentence" in a.modes:
+        print(f"sentence loader: {best[0]:,.0f} target tokens/s with {best[1]} workers")
+
+
+if __name__ == "__main__":
+    main()
