@@ -57,6 +57,29 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _fresh_tmp(path: Path) -> Path:
+    """The hidden sibling a new version of ``path`` is built in (emptied first)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    return tmp
+
+
+def _swap_in(tmp: Path, path: Path) -> Path:
+    """Put the finished ``tmp`` at ``path``: old -> backup, tmp -> path, drop the backup. A crash
+    between the two renames leaves the backup, which :func:`resolve_checkpoint` restores."""
+    backup = _backup_path(path)
+    if backup.exists():
+        shutil.rmtree(backup)
+    if path.exists():
+        os.replace(path, backup)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    if backup.exists():
+        shutil.rmtree(backup)
+    return path
+
+
 def save_checkpoint(
     path: str | Path,
     model_state: dict[str, torch.Tensor],
@@ -68,9 +91,7 @@ def save_checkpoint(
     """Write a checkpoint directory atomically (temp dir + rename) and return its path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    tmp = _fresh_tmp(path)
     tmp.mkdir()
     torch.save(model_state, tmp / MODEL_FILE)
     meta = {"format_version": FORMAT_VERSION, "git_revision": git_revision(),
@@ -84,58 +105,29 @@ def save_checkpoint(
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
     _fsync_dir(tmp)
-    backup = _backup_path(path)
-    if backup.exists():
-        shutil.rmtree(backup)
-    if path.exists():
-        os.replace(path, backup)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    if backup.exists():
-        shutil.rmtree(backup)
-    return path
+    return _swap_in(tmp, path)
 
 
 def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:
     """Atomically copy a checkpoint directory (e.g. ``last`` -> ``best``)."""
     src, dst = Path(src), Path(dst)
-    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    tmp = _fresh_tmp(dst)
     shutil.copytree(src, tmp)
-    backup = _backup_path(dst)
-    if backup.exists():
-        shutil.rmtree(backup)
-    if dst.exists():
-        os.replace(dst, backup)
-    os.replace(tmp, dst)
-    if backup.exists():
-        shutil.rmtree(backup)
-    return dst
+    return _swap_in(tmp, dst)
 
 
 def link_checkpoint(src: str | Path, dst: str | Path) -> Path:
     """``dst`` as a second name of checkpoint ``src``: hard links where the filesystem allows
     (no second copy of the weights on disk), else copies; atomic like :func:`copy_checkpoint`."""
     src, dst = Path(src), Path(dst)
-    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    tmp = _fresh_tmp(dst)
     tmp.mkdir(parents=True)
     for f in src.iterdir():
         try:
             os.link(f, tmp / f.name)
         except OSError:
             shutil.copy2(f, tmp / f.name)
-    backup = _backup_path(dst)
-    if backup.exists():
-        shutil.rmtree(backup)
-    if dst.exists():
-        os.replace(dst, backup)
-    os.replace(tmp, dst)
-    if backup.exists():
-        shutil.rmtree(backup)
-    return dst
+    return _swap_in(tmp, dst)
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
