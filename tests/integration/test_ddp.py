@@ -55,8 +55,10 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = 4
 MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1, "dec_layers": 1,
          "dropout": 0.0, "max_len": 64}
+#: The ranks read without workers (the trainer's default is 2): rank r then reads stream r, what
+#: worker r of one process with ``num_workers=2`` reads (module docstring).
 TRAIN = TrainConfig(max_tokens=100, max_steps=STEPS, warmup=2, validate_every=2, save_every=2,
-                    log_every=1, dev_bleu=False, device="cpu")
+                    log_every=1, dev_bleu=False, device="cpu", num_workers=0)
 
 
 @dataclass(frozen=True)
