@@ -199,3 +199,18 @@ def test_bpe_reads_only_corpora_with_train_or_mono_text():
     assert plan.splits("extra") == {"test"} and plan.splits("psalms") == {"train"}
     assert plan.splits("bible") == {"train", "dev", "test"}
     assert plan.bpe_corpora == ["bible", "news", "gigaword", "psalms"]
+
+
+def test_a_configfile_override_of_one_job_leaves_the_others_alone(tmp_path):
+    """config.yaml holds no YAML alias: one shared dict would take one job's override into every
+    job that shares it when Snakemake deep-merges a --configfile (update_config is in place)."""
+    import yaml
+
+    assert "&" not in "".join(line.split("#")[0] for line in
+                              (ROOT / "config" / "config.yaml").read_text().splitlines())
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"model_settings": {"doct": {"train": {"lr": 5.0e-4}}}}))
+    plan = Plan(load_config(ROOT / "config" / "config.yaml", extra))
+    assert plan.jobs["doct"].train["lr"] == 5.0e-4
+    assert {plan.jobs[j].train["lr"] for j in ("dbsa", "cache", "camn", "crosstask")} == {1.0e-3}
+    assert plan.controls["doct"] != plan.controls["cache"] == plan.controls["camn"]
