@@ -24,7 +24,7 @@ def lang_tag(lang: str) -> str:
 
 
 # An evaluated system "<model>_sent": a document model decoded sentence by sentence (decode.smk);
-# it has no training folder of its own (the report reads <model>'s).
+# it has no training job of its own (plan.systems maps it to <model>, for the report too).
 SENT_SUFFIX = "_sent"
 
 

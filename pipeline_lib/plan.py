@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline_lib.constants import CKPT_BEST, CKPT_FINAL, SENT_SUFFIX
+from pipeline_lib.constants import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -355,6 +355,80 @@ class Plan:
         """Every file the contrastive suites read (rerun triggers)."""
         return [s[k] for s in self.suites.values()
                 for k in ("path", "context_src", "context_tgt") if s.get(k)]
+
+    # --- report --------------------------------------------------------------------------
+    def rule_jobs(self) -> dict[str, list[dict[str, str]]]:
+        """Every job of the run but the report's, as rule -> the wildcards of each of its jobs.
+
+        WHY: the report shows each stage's wall time from the jobs' benchmark files, so rule
+        report declares all of them (each rule's own ``benchmark:`` pattern filled with these
+        wildcards). This mirrors the DAG :meth:`final_targets` asks for;
+        tests/integration/test_workflow.py checks it against ``snakemake -n``."""
+        corpora = [{"corpus": c} for c in self.corpora]
+        heads = [{"corpus": c} for c in self.head_corpora]
+        downloads = self.config["downloads"]
+        fetched = dict.fromkeys([*downloads["corpora"],
+                                 *(s["download"] for s in self.config["corpora"].values()
+                                   if s.get("download"))])
+        langs = dict.fromkeys(self.side_lang(side) for side in ("src", "tgt"))
+        jobs = {
+            "download_corpus": [{"download": d} for d in fetched],
+            "check_ldc": [{}] if downloads["ldc_required"] else [],
+            "ingest_corpus": corpora,
+            "stanza_models": [{"lang": lang} for lang in langs] if self.parses else [],
+            "parse_shard": [{"corpus": c, "side": side, "shard": str(n)}
+                            for c in self.head_corpora for side in ("src", "tgt")
+                            for n in range(self.config["parse"]["shards"])],
+            "parse_corpus": heads,
+            "train_bpe": [{}],
+            "encode_bpe": corpora,
+            "encode_heads": heads,
+            "make_head_shards": heads,
+            "noise_docs": corpora,
+            "make_shards": corpora,
+            "verify_shards": corpora,
+            "train_model": [{"model": job} for job in self.jobs],
+            "decode_test": [{"model": m, "corpus": c, "split": s}
+                            for m, c, s, _ in self.hypotheses()],
+            "score_test": [{}],
+            "discourse_consistency": [{}],
+            "discourse_contrastive": ([{"model": m} for m in self.config["models"]]
+                                      if self.suites else []),
+        }
+        return {rule: wildcards for rule, wildcards in jobs.items() if wildcards}
+
+    def report_inputs(self) -> dict[str, list[str]]:
+        """The stage outputs the report shows besides the scores (rule report's named inputs;
+        :meth:`report_args` names the same files to the report)."""
+        return {
+            "ingest": [self.out("ingest_corpus", c, MANIFEST_FILE) for c in self.corpora],
+            # a checkpoint's folder: the manifest inside is not an output of its own
+            "shards": [self.out("make_shards", c) for c in self.corpora],
+            "train": [self.out("train_model", job, MANIFEST_FILE) for job in self.jobs],
+            "decode": [self.out("decode_test", m, c, f"{s}.{MANIFEST_FILE}")
+                       for m, c, s, _ in self.hypotheses()],
+        }
+
+    def report_args(self, benchmarks: list[tuple[str, str]]) -> str:
+        """The report's flags naming every file it reads besides the scores, shell-quoted:
+        which training job each evaluated system is (``--system``), the ingest, shard, training
+        and decoding manifests, and ``benchmarks`` ((rule, benchmark file) of every job).
+
+        A job's ``metrics.jsonl`` is named but not a declared input: the trainer writes it
+        before the job's manifest, and declared as an output Snakemake would delete it before a
+        resumed training job (which appends to it)."""
+        import shlex
+
+        args = [["--system", system, job] for system, (job, _) in self.systems.items()]
+        args += [["--ingest", c, self.out("ingest_corpus", c, MANIFEST_FILE)]
+                 for c in self.corpora]
+        args += [["--shards", c, self.out("make_shards", c, MANIFEST_FILE)] for c in self.corpora]
+        args += [["--train", job, self.out("train_model", job, MANIFEST_FILE),
+                  self.out("train_model", job, METRICS_FILE)] for job in self.jobs]
+        args += [["--decode", m, self.out("decode_test", m, c, f"{s}.{MANIFEST_FILE}")]
+                 for m, c, s, _ in self.hypotheses()]
+        args += [["--benchmark", rule, path] for rule, path in benchmarks]
+        return " ".join(shlex.quote(a) for flag in args for a in flag)
 
     # --- targets -------------------------------------------------------------------------
     def final_targets(self) -> list[str]:

@@ -1,33 +1,58 @@
-"""``python -m pipeline_lib.evaluate.report``: the final report, ``index.html`` and ``report.md``.
+"""``python -m pipeline_lib.evaluate.report``: the final report, ``index.html`` and ``report.md``,
+the one page a researcher reads about a run.
 
-Everything shown is read from stage outputs, never typed in: scores and significance
-(``score_test``), lexical consistency and contrastive suites (``discourse_*``), data statistics
-(ingest manifests, shard indexes), parameter counts and speeds (train and decode manifests) and the
-training curves (``metrics.jsonl``). Inputs that a stage did not produce, or fields it did not
-write, show as "n/a" rather than failing, so that a partial run still gives a readable report.
-The same table objects render to Markdown and HTML, so the two files cannot disagree.
+Sections, in order:
+
+1. **Run**: git revision(s) and library versions the stages recorded, the hash of the validated
+   config (written beside the page as ``config.json``), training and decoding devices, when the
+   stages finished, the summed job wall time.
+2. **BLEU with 95 % intervals**: a plot (``bleu_intervals.png``) and a table of every system's
+   test BLEU with the 95 % interval of sacreBLEU's bootstrap, its difference to the baseline and
+   to its matched control, each with the paired-bootstrap p-value (``score_test``).
+3. **All metrics**: BLEU, d-BLEU, chrF, TER per test set, Δ to the baseline, † where significant.
+4. **Discourse**: lexical consistency and contrastive suites (``discourse_*``).
+5. **Training**: dev loss and dev BLEU against *total* updates (``training_curves.png``): a
+   fine-tune is drawn from the update at which the checkpoint it starts from was saved, so a
+   two-step recipe reads as one run and a model lines up with its matched control; a table of
+   the jobs (initial checkpoint, start, updates, best dev loss, device).
+6. **Models**: parameters and their overhead over the baseline, training and decoding speed.
+7. **Data**: the funnel of each corpus, records read -> quarantined by reason -> kept per split
+   -> dropped at sharding -> in the training shards (ingest and make_shards manifests).
+8. **Wall time per stage**: Snakemake's benchmark file of every job, summed per rule.
+
+Everything shown is read from the files the rule names with flags (``Plan.report_args``),
+nothing else: WHY: Snakemake then reruns the report exactly when one of them changes, and every
+number on the page traces back to one file. A file a stage did not write, or a field it did not
+record, shows as "n/a" rather than failing, so a partial run still gives a readable page. The
+same blocks render to Markdown and HTML, so the two files cannot disagree.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import html
 import json
 import logging
+import math
+import re
 import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from pipeline_lib.constants import SENT_SUFFIX, SIG_MARK, Split
+from pipeline_lib.atomic import atomic_output, write_text
+from pipeline_lib.constants import CKPT_BEST, SIG_MARK, Split
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("report")
 
 NA = "n/a"
+BLEU_FILE = "bleu_intervals.png"
 CURVES_FILE = "training_curves.png"
+CONFIG_FILE = "config.json"
 
 
 @dataclass
@@ -36,6 +61,58 @@ class Table:
     header: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Figure:
+    """An image beside ``index.html`` with the sentences that say how to read it."""
+
+    src: str
+    alt: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Table | Figure] = field(default_factory=list)
+
+
+@dataclass
+class TrainRun:
+    """One training job as the trainer left it (pipeline_lib.training.train): its
+    ``manifest.json`` (None when not written) and the records of its ``metrics.jsonl``."""
+
+    job: str
+    manifest_path: Path
+    manifest: dict | None
+    metrics: list[dict]
+
+    @property
+    def dev(self) -> list[dict]:
+        """Validation records (``split: dev``), in update order."""
+        return [r for r in self.metrics if r.get("split") == "dev" and "step" in r]
+
+    @property
+    def train_params(self) -> dict:
+        return (self.manifest or {}).get("params", {}).get("train", {})
+
+
+@dataclass
+class Inputs:
+    """Everything the report reads, each from the file one flag names (None/empty = not read)."""
+
+    scores: dict | None
+    consistency: dict | None
+    contrastive: dict[str, dict]
+    suites: list[str]
+    systems: dict[str, str]                  # evaluated system -> its training job, report order
+    train: dict[str, TrainRun]               # every training job (controls, pre-training too)
+    decode: dict[str, list[dict | None]]     # system -> its decode manifests, one per test set
+    ingest: dict[str, dict | None]           # corpus -> ingest manifest
+    shards: dict[str, dict | None]           # corpus -> make_shards manifest
+    benchmarks: dict[str, list[dict | None]]  # rule -> one record per job
+    config: dict
 
 
 # ------------------------------------------------------------------------------------------------
@@ -48,19 +125,6 @@ def read_json(path: Path) -> dict | None:
     except (OSError, json.JSONDecodeError) as e:
         log.warning("%s: not read (%s)", path, e)
         return None
-
-
-def find_key(obj: Any, *names: str) -> Any:
-    """First value under any of ``names`` anywhere in a nested dict (manifests differ in depth)."""
-    if isinstance(obj, dict):
-        for n in names:
-            if n in obj and obj[n] is not None:
-                return obj[n]
-        for v in obj.values():
-            found = find_key(v, *names)
-            if found is not None:
-                return found
-    return None
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -81,6 +145,27 @@ def read_metrics(path: Path) -> list[dict]:
     return out
 
 
+def read_benchmark(path: Path) -> dict[str, float] | None:
+    """The numbers of a Snakemake benchmark file's first record (``s`` wall seconds,
+    ``max_rss`` MB, ``cpu_time`` s, ...). Snakemake writes ``NA`` for what it could not measure
+    (a job faster than its sampling interval): those fields are left out."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        log.warning("%s: not read (%s)", path, e)
+        return None
+    if len(lines) < 2:
+        log.warning("%s: no benchmark record", path)
+        return None
+    record = {}
+    for key, value in zip(lines[0].split("\t"), lines[1].split("\t")):
+        try:
+            record[key] = float(value)
+        except ValueError:   # NA, and h:m:s (the same time as s)
+            continue
+    return record
+
+
 def fmt(x: Any, digits: int = 2) -> str:
     if x is None:
         return NA
@@ -93,9 +178,181 @@ def fmt(x: Any, digits: int = 2) -> str:
     return str(x)
 
 
+def hms(seconds: float | None) -> str:
+    """Seconds as h:mm:ss, the benchmark files' own notation."""
+    if seconds is None:
+        return NA
+    s = round(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    known = [x for x in xs if x is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _split_order(splits: set[str]) -> list[str]:
+    order = {s.value: i for i, s in enumerate(Split)}
+    return sorted(splits, key=lambda s: (order.get(s, len(order)), s))
+
+
+# ------------------------------------------------------------------------------------------------
+# training chains: where each job starts on the total-updates axis
+# ------------------------------------------------------------------------------------------------
+
+def best_update(run: TrainRun) -> int | None:
+    """The update at which the job's ``checkpoints/best`` was saved: the trainer writes it at
+    every validation that lowers the dev loss (``Trainer.validate``), so it is the first
+    validation with the lowest dev loss."""
+    dev = [r for r in run.dev if r.get("loss") is not None]
+    return min(dev, key=lambda r: r["loss"])["step"] if dev else None
+
+
+def start_updates(runs: dict[str, TrainRun]) -> dict[str, int | None]:
+    """Updates made before each job's first one, counting along its ``init_from`` chain.
+
+    The trainer records where a job starts only as the checkpoint it loads, the manifest's
+    ``params.train.init_from`` (``results/train_model/<parent>/checkpoints/best``: plan.py gives
+    every fine-tune its parent's ``best``); its step counter restarts at 0. So a job starts at
+    its parent's start plus the parent's :func:`best_update`. 0 for a job trained from scratch;
+    None where that cannot be told (no manifest, a parent or a checkpoint other than ``best``
+    that is not among the inputs, a parent without dev records)."""
+    by_folder = {r.manifest_path.parent.resolve(): job for job, r in runs.items()}
+    starts: dict[str, int | None] = {}
+
+    def start(job: str) -> int | None:
+        if job not in starts:
+            run = runs[job]
+            init = run.train_params.get("init_from")
+            if run.manifest is None:
+                starts[job] = None
+            elif init is None:
+                starts[job] = 0
+            else:
+                parent = by_folder.get(Path(init).parent.parent.resolve())
+                base = start(parent) if parent and Path(init).name == CKPT_BEST else None
+                saved = best_update(runs[parent]) if base is not None else None
+                starts[job] = None if saved is None else base + saved
+        return starts[job]
+
+    for job in runs:
+        start(job)
+    return starts
+
+
+def parent_job(runs: dict[str, TrainRun], job: str) -> str | None:
+    """The job whose checkpoint ``job`` starts from (its manifest's ``init_from``), if given."""
+    init = runs[job].train_params.get("init_from")
+    if init is None:
+        return None
+    folder = Path(init).parent.parent.resolve()
+    return next((j for j, r in runs.items() if r.manifest_path.parent.resolve() == folder),
+                str(init))
+
+
+def job_roles(inputs: Inputs) -> dict[str, str]:
+    """Training job -> baseline | control | model | initialises (a job that is no evaluated
+    system, only other jobs start from it: cross-task pre-training). Controls are evaluated
+    systems too: the scores' ``controls`` tell them apart."""
+    systems = list(inputs.systems.values())
+    controls = {inputs.systems.get(c, c)
+                for c in ((inputs.scores or {}).get("controls") or {}).values()}
+    roles = {}
+    for job in inputs.train:
+        roles[job] = ("baseline" if systems and job == systems[0] else
+                      "control" if job in controls else
+                      "model" if job in systems else "initialises")
+    return roles
+
+
 # ------------------------------------------------------------------------------------------------
 # tables
 # ------------------------------------------------------------------------------------------------
+
+def run_table(inputs: Inputs, manifests: dict[str, list[dict]]) -> Table:
+    """Provenance: what ran, from which code and config, where, and when."""
+    t = Table("Run", ["", "Value"])
+    revisions: dict[str, set[str]] = defaultdict(set)
+    versions: dict[str, set[str]] = defaultdict(set)
+    finished = []
+    for stage, records in manifests.items():
+        for m in records:
+            revisions[m.get("git_revision") or NA].add(stage)
+            for k, v in (m.get("versions") or {}).items():
+                versions[k].add(str(v))
+            if m.get("finished"):
+                finished.append(m["finished"])
+    if len(revisions) == 1:
+        t.rows.append(["Git revision", next(iter(revisions))])
+    else:
+        t.rows.append(["Git revisions", "; ".join(f"{rev} ({', '.join(sorted(stages))})"
+                                                  for rev, stages in sorted(revisions.items()))])
+    canonical = json.dumps(inputs.config, sort_keys=True, separators=(",", ":"))
+    t.rows.append(["Config sha256", f"{hashlib.sha256(canonical.encode()).hexdigest()} "
+                                    f"({CONFIG_FILE})"])
+    devices = Counter(f"{m.get('device', NA)}, {m.get('world_size', NA)} process(es)"
+                      for r in inputs.train.values() if (m := r.manifest) is not None)
+    t.rows.append(["Training device", "; ".join(f"{d}: {n} job(s)" for d, n in devices.items())
+                   or NA])
+    decode = Counter(m.get("params", {}).get("device", NA)
+                     for ms in inputs.decode.values() for m in ms if m is not None)
+    t.rows.append(["Decoding device", "; ".join(f"{d}: {n} job(s)" for d, n in decode.items())
+                   or NA])
+    t.rows.append(["Stages finished (UTC)",
+                   f"{min(finished)} … {max(finished)}" if finished else NA])
+    walls = [r["s"] for rs in inputs.benchmarks.values() for r in rs if r and "s" in r]
+    t.rows.append(["Job wall time, summed", hms(sum(walls)) if walls else NA])
+    for k in ("platform", "python", "torch", "sacrebleu", "sentencepiece", "stanza",
+              "snakemake"):
+        t.rows.append([k, " / ".join(sorted(versions[k])) if versions[k] else NA])
+    t.notes.append("Git revisions, versions and finishing times as each stage's manifest "
+                   "recorded them (ingest, shards, training, decoding); several revisions mean "
+                   "the stages ran from different code. Config sha256: of the validated config "
+                   f"(preset and command line applied) as sorted compact JSON, {CONFIG_FILE} "
+                   "beside this page.")
+    return t
+
+
+def bleu_table(scores: dict) -> Table:
+    """Every system's BLEU with its 95 % bootstrap interval, against the baseline and against
+    its matched control, each with the paired bootstrap's p-value."""
+    base = scores["baseline"]
+    controls = scores.get("controls") or {}
+    level = scores["config"]["significance_level"]
+    t = Table("BLEU with 95 % intervals",
+              ["Test set", "System", "BLEU", "95 % interval", "Δ baseline", "p",
+               "Matched control", "Δ control", "p (control)"])
+    for ts in scores["test_sets"]:
+        rows = scores["results"][ts]["models"]
+        for system in scores["models"]:
+            r = rows.get(system)
+            if r is None:
+                t.rows.append([ts, system] + [NA] * 7)
+                continue
+            ci = r.get("bleu_ci")
+            interval = NA if ci is None else f"{ci[0] - ci[1]:.2f} – {ci[0] + ci[1]:.2f}"
+            vs_base = ["", ""]
+            if system != base:
+                vs_base = [f"{r['bleu'] - rows[base]['bleu']:+.2f}"
+                           + (SIG_MARK if r.get("bleu_significant") else ""),
+                           fmt(r.get("bleu_p"), 4)]
+            c = r.get("control")
+            vs_control = (["", "", ""] if c is None else
+                          [c["system"], f"{c['bleu_delta']:+.2f}"
+                           + (SIG_MARK if c["bleu_significant"] else ""), fmt(c["bleu_p"], 4)])
+            t.rows.append([ts, system + (" (baseline)" if system == base else ""),
+                           f"{r['bleu']:.2f}", interval, *vs_base, *vs_control])
+    t.notes.append(f"95 % interval: sacreBLEU's bootstrap resampling of the test sentences "
+                   f"({scores['config']['bootstrap_samples']} samples), mean ± half the "
+                   "distance between the 2.5th and 97.5th percentiles; the point is the BLEU of "
+                   "the whole test set.")
+    t.notes.append(f"Δ: BLEU difference; {SIG_MARK}: p < {level} in sacreBLEU's paired "
+                   "bootstrap against the baseline (or against the control). Matched control: "
+                   "the Transformer job with the same translation updates on the same sentence "
+                   "pairs without the model's method (pipeline_lib/plan.py); a gain counts only "
+                   "where it holds against the control.")
+    return t
+
 
 def results_table(scores: dict) -> Table:
     """Models x test sets with BLEU / d-BLEU / chrF / TER, delta to the baseline and daggers."""
@@ -106,7 +363,7 @@ def results_table(scores: dict) -> Table:
     header = ["Model", "Matched control"] + [f"{ts} {label}" for ts in sets for _, label in metrics]
     if controls:
         header += [f"{ts} {label} vs control" for ts in sets for label in ("BLEU", "d-BLEU")]
-    t = Table("Results", header)
+    t = Table("All metrics", header)
     control_rows = set(controls.values())
     for model in scores["models"]:
         name = (f"{model} (baseline)" if model == base else
@@ -138,11 +395,9 @@ def results_table(scores: dict) -> Table:
                    f"({scores['config']['bootstrap_samples']} samples) against the baseline. "
                    "TER: lower is better. d-BLEU: BLEU over documents (sentences joined).")
     if controls:
-        t.notes.append("Matched control: the job with the same number of (translation) updates "
-                       "on the same sentence pairs without the model's method (pipeline_lib/"
-                       "plan.py); 'vs control' columns give the difference to it, "
+        t.notes.append("'vs control' columns: the difference to the matched control, "
                        f"{SIG_MARK} where the paired bootstrap against the control has p < "
-                       f"{level}. A gain counts only where it holds against the control.")
+                       f"{level}.")
     for ts in sets:
         n = scores["results"][ts]
         t.notes.append(f"{ts}: {n['sentences']:,} sentences, {n['documents']:,} documents, "
@@ -150,12 +405,6 @@ def results_table(scores: dict) -> Table:
     first = scores["results"][sets[0]]["models"][base]
     for key, label in metrics:
         t.notes.append(f"{label} signature: {first[f'{key}_signature']}")
-    for model in scores["models"]:
-        if model == base:
-            continue
-        p = {ts: scores["results"][ts]["models"].get(model, {}).get("bleu_p") for ts in sets}
-        t.notes.append(f"{model} vs {base}, BLEU p-values: "
-                       + ", ".join(f"{ts} {fmt(v, 4)}" for ts, v in p.items()))
     return t
 
 
@@ -184,7 +433,7 @@ def discourse_table(models: list[str], consistency: dict | None,
             f"{c['stop_top_k']} most frequent tokens per side; content words of ≥ "
             f"{c['min_chars']} letters); method in pipeline_lib/evaluate/discourse.py.")
     else:
-        t.notes.append("Lexical consistency: not computed (no consistency output).")
+        t.notes.append(f"Lexical consistency: {NA} (no consistency output).")
     if not suites:
         t.notes.append("Contrastive test suites: none configured (config score.discourse_suites "
                        "is empty), so skipped.")
@@ -205,118 +454,265 @@ def discourse_table(models: list[str], consistency: dict | None,
     return tables
 
 
-def data_table(results_dir: Path, corpora: list[str]) -> Table:
-    """Documents, sentences and subword tokens per corpus and split (the seeds' Table 1)."""
-    t = Table("Data", ["Corpus", "Split", "Documents", "Sentences", "Source tokens",
-                       "Target tokens"])
-    for corpus in corpora:
-        man = read_json(results_dir / "ingest_corpus" / corpus / "manifest.json") or {}
-        counts = man.get("counts", {})
-        order = {s.value: i for i, s in enumerate(Split)}
-        splits = sorted(set(counts.get("sentences", {})) | set(counts.get("documents", {})),
-                        key=lambda s: (order.get(s, len(order)), s))
-        for split in splits:
-            toks = [None, None]
-            index = results_dir / "make_shards" / corpus / "sent" / split / "index.parquet"
-            if index.exists():
-                tab = pq.read_table(index).to_pydict()
-                toks = [int(sum(tab[c])) if c in tab else None
-                        for c in ("src_tokens", "tgt_tokens")]
-            t.rows.append([corpus, split, fmt(counts.get("documents", {}).get(split)),
-                           fmt(counts.get("sentences", {}).get(split)), fmt(toks[0]),
-                           fmt(toks[1])])
-    t.notes.append("Tokens: sentencepiece subwords from the shard indexes (n/a before sharding).")
+def jobs_table(inputs: Inputs, starts: dict[str, int | None], roles: dict[str, str]) -> Table:
+    """Every training job with where it starts on the curves' axis and how it ended."""
+    t = Table("Training jobs", ["Job", "Role", "Starts from", "At update", "Updates",
+                                "Total updates", "Best dev loss", "At total update",
+                                "Last dev BLEU", "Device"])
+    for job, run in inputs.train.items():
+        m = run.manifest or {}
+        steps = m.get("counts", {}).get("steps")
+        start = starts[job]
+        best = best_update(run)
+        bleu = [r["bleu"] for r in run.dev if r.get("bleu") is not None]
+        device = f"{m['device']} × {m['world_size']}" if "device" in m else NA
+        t.rows.append([job, roles[job], parent_job(inputs.train, job) or "scratch", fmt(start),
+                       fmt(steps), fmt(None if start is None or steps is None else start + steps),
+                       fmt(m.get("best_dev_loss"), 3),
+                       fmt(None if start is None or best is None else start + best),
+                       fmt(bleu[-1] if bleu else None), device])
+    t.notes.append("A fine-tune starts from its initial job's checkpoints/best (params.train."
+                   "init_from in its manifest), saved at that job's first lowest dev loss: its "
+                   "updates are counted on from there. Dev BLEU: greedy search on the dev set "
+                   "during training (not for models that skip it).")
     return t
 
 
-def training_run(results_dir: Path, system: str) -> Path:
-    """The training folder of an evaluated system: its own, or for ``<model>_sent`` (a model
-    decoded sentence by sentence, decode.smk) the model's."""
-    run = results_dir / "train_model" / system
-    if not run.exists() and system.endswith(SENT_SUFFIX):
-        run = results_dir / "train_model" / system.removesuffix(SENT_SUFFIX)
-    return run
-
-
-def model_table(results_dir: Path, models: list[str], corpora: list[str]) -> Table:
+def model_table(inputs: Inputs) -> Table:
     """Parameters (and their overhead over the baseline, as the papers report it), training
-    speed and decoding speed per model. Counts are the trainer's manifest ``counts``."""
-    t = Table("Models", ["Model", "Parameters", "vs baseline", "Trainable", "Training tokens/s",
-                         "Decoding sentences/s", "Decoding tokens/s"])
+    speed and decoding speed per evaluated system, from the trainer's manifest ``counts``, its
+    train records' ``tokens_per_s`` and the decode manifests' ``counts``."""
+    t = Table("Models", ["Model", "Training job", "Parameters", "vs baseline", "Trainable",
+                         "Training tokens/s", "Decoding sentences/s", "Decoding tokens/s"])
     base_params = None
-    for k, model in enumerate(models):
-        run = training_run(results_dir, model)
-        man = read_json(run / "manifest.json") if (run / "manifest.json").exists() else None
-        counts = (man or {}).get("counts", {})
+    for k, (system, job) in enumerate(inputs.systems.items()):
+        run = inputs.train.get(job)
+        counts = ((run.manifest if run else None) or {}).get("counts", {})
         params, trainable = counts.get("parameters"), counts.get("trainable_parameters")
         if k == 0:
             base_params = params
         overhead = (f"{100 * (params - base_params) / base_params:+.1f}%"
-                    if params and base_params else "n/a")
-        speed = find_key(man, "tokens_per_s")
-        if speed is None:
-            train = [r["tokens_per_s"] for r in read_metrics(run / "metrics.jsonl")
-                     if r.get("split") == "train" and r.get("tokens_per_s") is not None]
-            speed = sum(train) / len(train) if train else None
-        dec_s, dec_t = [], []
-        for corpus in corpora:
-            # decode.py writes <split>.manifest.json beside <split>.parquet
-            folder = results_dir / "decode_test" / model / corpus
-            dm = next((f for f in (folder / "test.manifest.json", folder / "manifest.json")
-                       if f.exists()), None)
-            d = read_json(dm) if dm else None
-            dec_s.append(find_key(d, "sentences_per_s"))
-            dec_t.append(find_key(d, "tokens_per_s"))
-        t.rows.append([model, fmt(params), overhead if k else "", fmt(trainable), fmt(speed, 0),
-                       fmt(_mean(dec_s), 1), fmt(_mean(dec_t), 0)])
+                    if params and base_params else NA)
+        speed = _mean([r.get("tokens_per_s") for r in (run.metrics if run else [])
+                       if r.get("split") == "train"])
+        decoded = [m.get("counts", {}) for m in inputs.decode.get(system, []) if m is not None]
+        t.rows.append([system, job, fmt(params), overhead if k else "", fmt(trainable),
+                       fmt(speed, 0), fmt(_mean([d.get("sentences_per_s") for d in decoded]), 1),
+                       fmt(_mean([d.get("tokens_per_s") for d in decoded]), 0)])
     t.notes.append("Speeds as measured by the train and decode stages on their hardware "
-                   "(decoding: mean over test corpora). Trainable: parameters updated by this "
-                   "job (two-step recipes freeze the baseline's).")
+                   "(training: mean over the logged windows; decoding: mean over test sets). "
+                   "Trainable: parameters updated by this job (two-step recipes freeze the "
+                   "baseline's).")
     return t
 
 
-def _mean(xs: list[float | None]) -> float | None:
-    known = [x for x in xs if x is not None]
-    return sum(known) / len(known) if known else None
+def funnel_table(ingest: dict[str, dict | None], shards: dict[str, dict | None]) -> Table:
+    """Per corpus: records read, quarantined at ingest by reason, kept (per split), dropped at
+    sharding by reason, and what the training shards hold (per split)."""
+    splits = _split_order({s for m in ingest.values() if m
+                           for s in m.get("counts", {}).get("sentences", {})})
+    t = Table("Data funnel", ["Corpus", "Step", "Records"] + splits)
+    for corpus, m in ingest.items():
+        def row(step: str, total: Any, per_split: dict | None = None) -> None:
+            """One funnel step; split cells only where the step is counted per split, empty
+            for a split the corpus does not have."""
+            t.rows.append([corpus, step, fmt(total)]
+                          + [fmt(per_split[s]) if s in (per_split or {}) else "" for s in splits])
+
+        if m is None:
+            row("read at ingest", None)
+        else:
+            c = m.get("counts", {})
+            kept, quarantined = c.get("kept"), c.get("quarantined")
+            row("read at ingest", None if kept is None or quarantined is None
+                else kept + quarantined)
+            for reason, n in sorted((m.get("rejected") or {}).items(), key=lambda x: -x[1]):
+                row(f"quarantined at ingest: {reason}", n)
+            for repair, n in sorted((m.get("repaired") or {}).items()):
+                row(f"repaired at ingest (kept): {repair}", n)
+            row("kept: sentence pairs", kept, c.get("sentences", {}))
+            docs = c.get("documents", {})
+            row("kept: documents", sum(docs.values()) if docs else None, docs)
+        s = shards.get(corpus)
+        if s is None:
+            row("in the sentence-pair shards", None)
+            continue
+        for reason, n in sorted((s.get("rejected") or {}).items(), key=lambda x: -x[1]):
+            row(f"dropped at sharding: {reason}", n)
+        sent = {k.split("/", 1)[1]: v for k, v in s.get("counts", {}).items()
+                if k.startswith("sent/")}
+        for key, step in (("rows", "in the sentence-pair shards"),
+                          ("src_tokens", "shards: source subword tokens"),
+                          ("tgt_tokens", "shards: target subword tokens")):
+            per = {split: v[key] for split, v in sent.items()}
+            row(step, sum(per.values()) if per else None, per)
+    t.notes.append("A record is one sentence pair, or one segment that could not be paired. "
+                   "Quarantined records and sharding drops are counted per corpus (the "
+                   "quarantine does not record a split); the quarantine files keep each "
+                   "record with its reason. Sharding drops pairs with an empty side or longer "
+                   "than shards.max_len pieces.")
+    return t
 
 
-def plot_curves(results_dir: Path, models: list[str], out: Path) -> list[str]:
-    """Dev loss and dev BLEU against step, one line per model; returns models without curves."""
+def stage_table(benchmarks: dict[str, list[dict | None]]) -> Table:
+    """Wall time per rule, summed over its jobs, from Snakemake's benchmark files."""
+    t = Table("Wall time per stage", ["Rule", "Jobs", "Wall time (sum)", "Longest job",
+                                      "CPU time (sum)", "Peak RSS MB"])
+    total = 0.0
+    for rule, records in benchmarks.items():
+        known = [r for r in records if r is not None]
+        walls = [r["s"] for r in known if "s" in r]
+        total += sum(walls)
+        cpu = [r["cpu_time"] for r in known if "cpu_time" in r]
+        rss = [r["max_rss"] for r in known if "max_rss" in r]
+        missing = len(records) - len(known)
+        t.rows.append([rule, f"{len(records)}" + (f" ({missing} {NA})" if missing else ""),
+                       hms(sum(walls)) if walls else NA, hms(max(walls)) if walls else NA,
+                       hms(sum(cpu)) if cpu else NA, fmt(max(rss), 0) if rss else NA])
+    t.rows.append(["all jobs", str(sum(len(r) for r in benchmarks.values())), hms(total), "",
+                   "", ""])
+    t.notes.append("From benchmarks/<rule>/*.tsv (the rules' Snakemake benchmark files; h:mm:ss). "
+                   "Jobs run side by side, so a sum can exceed the time the stage took on the "
+                   "clock. The report's own job is not included.")
+    return t
+
+
+# ------------------------------------------------------------------------------------------------
+# plots
+# ------------------------------------------------------------------------------------------------
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(10, 4))
+    return plt
+
+
+def plot_bleu(scores: dict | None, colours: dict[str, Any], roles: dict[str, str],
+              out: Path) -> None:
+    """Each system's test BLEU (point) with its 95 % bootstrap interval (bar), one panel per
+    test set, the baseline's BLEU as a dashed line: whether intervals overlap is seen at a
+    glance, which a column of numbers hides. ``colours``: a system's curve colour (a model and
+    its control share one; the control's point is hollow)."""
+    plt = _pyplot()
+    sets = (scores or {}).get("test_sets", [])
+    systems = (scores or {}).get("models", [])
+    cols = max(1, min(3, len(sets)))
+    rows = max(1, math.ceil(len(sets) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 + 4.2 * cols,
+                                                  (0.8 + 0.36 * max(len(systems), 3)) * rows),
+                             squeeze=False, sharey=True)
+    for ax, ts in zip(axes.flat, sets):
+        res = scores["results"][ts]["models"]
+        for y, system in enumerate(systems):
+            r = res.get(system)
+            if r is None:
+                continue
+            c = colours.get(system, "tab:blue")
+            ci = r.get("bleu_ci")
+            if ci is not None:
+                ax.plot([ci[0] - ci[1], ci[0] + ci[1]], [y, y], color=c, lw=3, alpha=0.45,
+                        solid_capstyle="butt")
+            ax.plot([r["bleu"]], [y], "o", color=c, markersize=6,
+                    markerfacecolor="white" if roles.get(system) == "control" else c)
+            ax.annotate(f"{r['bleu']:.2f}", (r["bleu"], y), xytext=(0, 5),
+                        textcoords="offset points", ha="center", fontsize=8)
+        if scores["baseline"] in res:
+            ax.axvline(res[scores["baseline"]]["bleu"], color="black", ls="--", lw=0.8)
+        ax.set_xlim(left=max(0.0, ax.get_xlim()[0]))   # BLEU is never negative
+        ax.set_title(ts, fontsize=10)
+        ax.set_xlabel("BLEU")
+        ax.grid(axis="x", alpha=0.3)
+    for ax in list(axes.flat)[max(len(sets), 1):]:
+        ax.set_visible(False)
+    ax0 = axes.flat[0]
+    if systems:
+        ax0.set_yticks(range(len(systems)))
+        ax0.set_yticklabels([f"{s} ({roles[s]})" if roles.get(s) in ("baseline", "control")
+                             else s for s in systems])
+        ax0.set_ylim(len(systems) - 0.5, -0.7)
+    else:
+        ax0.text(0.5, 0.5, NA, ha="center", va="center", transform=ax0.transAxes)
+    fig.tight_layout()
+    with atomic_output(out) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+def curve_styles(inputs: Inputs, roles: dict[str, str]
+                 ) -> dict[str, tuple[tuple[int, int], Any, str]]:
+    """((family, rank), colour, line style) of each training job's curve. A model's colour is
+    shared by its matched control (dashed) and by the jobs the two start from (dotted), so a
+    model reads against its control and a two-step recipe as one family; the baseline is black
+    (family -1), jobs of no family grey. (family, rank) orders the legend: model, control,
+    the jobs they start from."""
+    import matplotlib
+
+    palette = [c for i, c in enumerate(matplotlib.colormaps["tab10"].colors) if i != 7]  # 7: grey
+    family: dict[str, int] = {}
+    for job in dict.fromkeys(inputs.systems.values()):
+        if roles.get(job) == "model":
+            family[job] = len(family)
+    for system, control in ((inputs.scores or {}).get("controls") or {}).items():
+        job = inputs.systems.get(system)
+        if job in family:   # a control is a system of its own, trained as the job of its name
+            family.setdefault(inputs.systems.get(control, control), family[job])
+    for job in list(family):
+        parent = parent_job(inputs.train, job)
+        while parent in inputs.train and parent not in family and roles[parent] == "initialises":
+            family[parent] = family[job]
+            parent = parent_job(inputs.train, parent)
+    line = {"control": "--", "initialises": ":"}
+    rank = {"model": 0, "control": 1, "initialises": 2}
+    styles = {}
+    for job in inputs.train:
+        key = (family.get(job, len(family)), rank.get(roles[job], 0))
+        if roles[job] == "baseline":
+            styles[job] = ((-1, 0), "black", "-")
+        elif job in family:
+            styles[job] = (key, palette[family[job] % len(palette)], line.get(roles[job], "-"))
+        else:
+            styles[job] = (key, "tab:gray", line.get(roles[job], "-"))
+    return styles
+
+
+def plot_curves(runs: dict[str, TrainRun], starts: dict[str, int | None],
+                styles: dict[str, tuple[tuple[int, int], Any, str]], out: Path) -> list[str]:
+    """Dev loss and dev BLEU against total updates, one line per training job (styles: see
+    :func:`curve_styles`); returns the jobs without dev records."""
+    plt = _pyplot()
+    fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(12, 4.6))
     missing = []
-    plotted: set[Path] = set()
-    for model in models:
-        run = training_run(results_dir, model)
-        if run in plotted:   # <model>_sent: the same training curve as <model>
+    handles = {}
+    for job, run in sorted(runs.items(), key=lambda kv: styles[kv[0]][0]):
+        if not run.dev:
+            missing.append(job)
             continue
-        plotted.add(run)
-        dev = [r for r in read_metrics(run / "metrics.jsonl")
-               if r.get("split") == "dev" and "step" in r]
-        if not dev:
-            missing.append(model)
-            continue
-        loss = [(r["step"], r["loss"]) for r in dev if r.get("loss") is not None]
-        bleu = [(r["step"], r["bleu"]) for r in dev if r.get("bleu") is not None]
-        if loss:
-            ax_loss.plot(*zip(*loss), marker=".", label=model)
-        if bleu:
-            ax_bleu.plot(*zip(*bleu), marker=".", label=model)
-    for ax, label in ((ax_loss, "dev loss"), (ax_bleu, "dev BLEU")):
-        ax.set_xlabel("step")
+        _, colour, ls = styles[job]
+        start = starts[job] or 0
+        label = job + ("" if starts[job] is not None else " (start unknown)")
+        kw = dict(color=colour, ls=ls, marker="o", markersize=3.5, label=label,
+                  lw=2.2 if colour == "black" else 1.5)
+        loss = [(start + r["step"], r["loss"]) for r in run.dev if r.get("loss") is not None]
+        bleu = [(start + r["step"], r["bleu"]) for r in run.dev if r.get("bleu") is not None]
+        for ax, points in ((ax_loss, loss), (ax_bleu, bleu)):
+            if points:
+                handles[label] = ax.plot(*zip(*points), **kw)[0]
+    for ax, label in ((ax_loss, "dev loss"), (ax_bleu, "dev BLEU (greedy)")):
+        ax.set_xlabel("total updates (a fine-tune continues its initial checkpoint's count)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+        if not ax.get_lines():
+            ax.text(0.5, 0.5, NA, ha="center", va="center", transform=ax.transAxes)
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="lower center",
+                   ncol=min(4, len(handles)), fontsize=9, frameon=False)
+    rows = math.ceil(len(handles) / 4) if handles else 0
+    fig.tight_layout(rect=(0, 0.06 * rows + 0.02 * bool(rows), 1, 1))
+    with atomic_output(out) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return missing
 
@@ -325,85 +721,193 @@ def plot_curves(results_dir: Path, models: list[str], out: Path) -> list[str]:
 # rendering
 # ------------------------------------------------------------------------------------------------
 
-def to_markdown(title: str, tables: list[Table], images: list[tuple[str, str]]) -> str:
+def to_markdown(title: str, sections: list[Section]) -> str:
     out = [f"# {title}", ""]
-    for t in tables:
-        out += [f"## {t.title}", "", "| " + " | ".join(t.header) + " |",
-                "|" + "---|" * len(t.header)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in t.rows]
-        out += [""] + [f"- {n}" for n in t.notes] + [""]
-    for src, alt in images:
-        out += [f"## {alt}", "", f"![{alt}]({src})", ""]
+    for section in sections:
+        out += [f"## {section.title}", ""]
+        for b in section.blocks:
+            if isinstance(b, Figure):
+                out += [f"![{b.alt}]({b.src})", ""]
+            else:
+                if b.title != section.title:
+                    out += [f"### {b.title}", ""]
+                out += ["| " + " | ".join(b.header) + " |", "|" + "---|" * len(b.header)]
+                out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                        for r in b.rows]
+                out.append("")
+            out += [f"- {n}" for n in b.notes] + ([""] if b.notes else [])
     return "\n".join(out)
 
 
-_CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #999;padding:4px 8px;
-text-align:right}td:first-child,th:first-child{text-align:left}th{background:#eee}
-.notes{font-size:90%;color:#333}img{max-width:100%}"""
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1300px;padding:0 1em;
+color:#222}h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ccc}
+nav a{margin-right:1em}.wide{overflow-x:auto}
+table{border-collapse:collapse;margin:.6em 0;font-variant-numeric:tabular-nums;font-size:14px}
+td,th{border:1px solid #bbb;padding:3px 8px;text-align:left;white-space:nowrap}
+th{background:#eee;white-space:normal;vertical-align:bottom}.num{text-align:right}
+tr:nth-child(even){background:#f8f8f8}
+.notes{font-size:13px;color:#444;max-width:1100px}figure{margin:1em 0}img{max-width:100%}"""
 
 
-def to_html(title: str, tables: list[Table], images: list[tuple[str, str]]) -> str:
+def _numeric_columns(t: Table) -> list[bool]:
+    """Columns whose every known cell starts with a number: right-aligned, text left."""
+    return [all(c == "" or c.startswith(NA) or re.match(r"[+-]?\d", c) for c in column)
+            for column in zip(*t.rows)] if t.rows else [False] * len(t.header)
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in text.lower())
+
+
+def to_html(title: str, sections: list[Section]) -> str:
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{e(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
-    for t in tables:
-        slug = "".join(ch if ch.isalnum() else "-" for ch in t.title.lower())
-        out.append(f'<h2 id="{slug}">{e(t.title)}</h2><table><thead><tr>'
-                   + "".join(f"<th>{e(h)}</th>" for h in t.header) + "</tr></thead><tbody>")
-        out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in t.rows]
-        out.append("</tbody></table>")
-        if t.notes:
-            out.append('<ul class="notes">' + "".join(f"<li>{e(n)}</li>" for n in t.notes)
-                       + "</ul>")
-    for src, alt in images:
-        out.append(f'<h2>{e(alt)}</h2><img src="{e(src)}" alt="{e(alt)}">')
+           f"<title>{e(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1>",
+           "<nav>" + "".join(f'<a href="#{_slug(s.title)}">{e(s.title)}</a>' for s in sections)
+           + "</nav>"]
+    for section in sections:
+        out.append(f'<h2 id="{_slug(section.title)}">{e(section.title)}</h2>')
+        for b in section.blocks:
+            if isinstance(b, Figure):
+                out.append(f'<figure><img src="{e(b.src)}" alt="{e(b.alt)}"></figure>')
+            else:
+                if b.title != section.title:
+                    out.append(f"<h3>{e(b.title)}</h3>")
+                num = _numeric_columns(b)
+                td = ['<td class="num">' if n else "<td>" for n in num]
+                out.append('<div class="wide"><table><thead><tr>'
+                           + "".join(f'<th class="num">{e(h)}</th>' if n else f"<th>{e(h)}</th>"
+                                     for h, n in zip(b.header, num))
+                           + "</tr></thead><tbody>")
+                out += ["<tr>" + "".join(f"{d}{e(c)}</td>" for d, c in zip(td, r)) + "</tr>"
+                        for r in b.rows]
+                out.append("</tbody></table></div>")
+            if b.notes:
+                out.append('<ul class="notes">' + "".join(f"<li>{e(n)}</li>" for n in b.notes)
+                           + "</ul>")
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def build_report(scores_path: Path, consistency_path: Path | None, contrastive: dict[str, Path],
-                 suites: list[str], results_dir: Path, models: list[str], corpora: list[str],
-                 out_dir: Path, manifest: Manifest, title: str = "Document-level NMT: results") -> dict:
-    scores = read_json(scores_path)
+# ------------------------------------------------------------------------------------------------
+# the report
+# ------------------------------------------------------------------------------------------------
+
+def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
+                 title: str = "Document-level NMT: results") -> None:
+    """Write index.html, report.md, the two plots and config.json into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = inputs.scores
+    roles = job_roles(inputs)
+    system_roles = {s: roles.get(job, "model") for s, job in inputs.systems.items()}
+    starts = start_updates(inputs.train)
+    manifests = {"ingest_corpus": [m for m in inputs.ingest.values() if m],
+                 "make_shards": [m for m in inputs.shards.values() if m],
+                 "train_model": [r.manifest for r in inputs.train.values() if r.manifest],
+                 "decode_test": [m for ms in inputs.decode.values() for m in ms if m]}
+    models = list(inputs.systems)
+
+    styles = curve_styles(inputs, roles)
+    colours = {s: styles[job][1] for s, job in inputs.systems.items() if job in styles}
+    plot_bleu(scores, colours, system_roles, out_dir / BLEU_FILE)
+    bleu = Section("BLEU with 95 % intervals",
+                   [Figure(BLEU_FILE, "Test BLEU with 95 % bootstrap intervals",
+                           ["Point: test-set BLEU; bar: its 95 % bootstrap interval; dashed "
+                            "line: the baseline's BLEU. A model and its matched control share "
+                            "a colour (the control's point is hollow), as in the training "
+                            "curves."])])
     if scores is None:
-        raise ValueError(f"{scores_path}: the scores cannot be read")
-    manifest.add_input(scores_path)
-    consistency = read_json(consistency_path) if consistency_path else None
-    contrastive_results = {m: r for m, p in contrastive.items() if (r := read_json(p)) is not None}
-    tables = [results_table(scores),
-              *discourse_table(models, consistency, contrastive_results, suites),
-              data_table(results_dir, corpora), model_table(results_dir, models, corpora)]
-    missing = plot_curves(results_dir, models, out_dir / CURVES_FILE)
-    tables[-1].notes.append("Training curves: " + ("all models" if not missing else
-                                                    f"no dev metrics for {', '.join(missing)}"))
-    images = [(CURVES_FILE, "Training curves (dev loss and BLEU against step)")]
-    (out_dir / "report.md").write_text(to_markdown(title, tables, images) + "\n")
-    (out_dir / "index.html").write_text(to_html(title, tables, images) + "\n")
-    manifest.counts = {"tables": len(tables), "models": len(models)}
-    return {"tables": [t.title for t in tables]}
+        bleu.blocks.append(Table("BLEU with 95 % intervals", ["System", "BLEU"],
+                                 [[m, NA] for m in models], [f"Scores: {NA} (not read)."]))
+        metrics = []
+    else:
+        bleu.blocks.append(bleu_table(scores))
+        metrics = [results_table(scores)]
+    missing = plot_curves(inputs.train, starts, styles, out_dir / CURVES_FILE)
+    curves = Figure(CURVES_FILE, "Dev loss and dev BLEU against total updates",
+                    ["One line per training job; a model, its matched control (dashed) and the "
+                     "jobs they start from (dotted) share a colour, the baseline is black; a "
+                     "fine-tune starts where its initial checkpoint was saved (table below)."])
+    if missing:
+        curves.notes.append(f"No dev records ({NA}): {', '.join(missing)}.")
+    sections = [
+        Section("Run", [run_table(inputs, manifests)]),
+        bleu,
+        *([Section("All metrics", metrics)] if metrics else []),
+        Section("Discourse", discourse_table(models, inputs.consistency, inputs.contrastive,
+                                             inputs.suites)),
+        Section("Training", [curves, jobs_table(inputs, starts, roles)]),
+        Section("Models", [model_table(inputs)]),
+        Section("Data funnel", [funnel_table(inputs.ingest, inputs.shards)]),
+        Section("Wall time per stage", [stage_table(inputs.benchmarks)]),
+    ]
+    write_text(out_dir / CONFIG_FILE, json.dumps(inputs.config, indent=2, sort_keys=True) + "\n")
+    write_text(out_dir / "report.md", to_markdown(title, sections) + "\n")
+    write_text(out_dir / "index.html", to_html(title, sections) + "\n")
+    manifest.counts = {"sections": len(sections), "systems": len(models),
+                       "training_jobs": len(inputs.train)}
+
+
+def read_inputs(args: argparse.Namespace, manifest: Manifest) -> Inputs:
+    """Read every file the flags name (each recorded in the report's manifest)."""
+    def read(path: str | Path, reader: Callable[[Path], Any] = read_json) -> Any:
+        manifest.add_input(path)
+        return reader(Path(path))
+
+    train = {job: TrainRun(job, Path(man), read(man), read(metrics, read_metrics))
+             for job, man, metrics in args.train}
+    decode: dict[str, list[dict | None]] = defaultdict(list)
+    for system, path in args.decode:
+        decode[system].append(read(path))
+    benchmarks: dict[str, list[dict | None]] = defaultdict(list)
+    for rule, path in args.benchmark:
+        benchmarks[rule].append(read(path, read_benchmark))
+    return Inputs(
+        scores=read(args.scores),
+        consistency=read(args.consistency) if args.consistency else None,
+        contrastive={m: r for m, p in args.contrastive if (r := read(p)) is not None},
+        suites=args.suites,
+        systems=dict(args.system),
+        train=train,
+        decode=dict(decode),
+        ingest={c: read(p) for c, p in args.ingest},
+        shards={c: read(p) for c, p in args.shards},
+        benchmarks=dict(benchmarks),
+        config=json.loads(args.config_json),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--scores", required=True, type=Path)
-    ap.add_argument("--consistency", type=Path)
+    ap.add_argument("--scores", required=True, type=Path, help="score_test's scores.json")
+    ap.add_argument("--consistency", type=Path, help="discourse_consistency's consistency.json")
     ap.add_argument("--contrastive", nargs=2, action="append", default=[],
                     metavar=("MODEL", "JSON"), help="contrastive suite results of a model")
     ap.add_argument("--suites", nargs="*", default=[], help="configured contrastive suite names")
-    ap.add_argument("--models", nargs="+", required=True, help="models, baseline first")
-    ap.add_argument("--corpora", nargs="+", required=True)
-    ap.add_argument("--results-dir", type=Path, default=Path("results"))
+    ap.add_argument("--system", nargs=2, action="append", required=True, metavar=("SYSTEM", "JOB"),
+                    help="an evaluated system and its training job, baseline first (repeatable)")
+    ap.add_argument("--train", nargs=3, action="append", default=[],
+                    metavar=("JOB", "MANIFEST", "METRICS"),
+                    help="a training job's manifest.json and metrics.jsonl (repeatable)")
+    ap.add_argument("--decode", nargs=2, action="append", default=[],
+                    metavar=("SYSTEM", "MANIFEST"), help="a decode manifest of SYSTEM (repeatable)")
+    ap.add_argument("--ingest", nargs=2, action="append", default=[],
+                    metavar=("CORPUS", "MANIFEST"), help="a corpus's ingest manifest (repeatable)")
+    ap.add_argument("--shards", nargs=2, action="append", default=[],
+                    metavar=("CORPUS", "MANIFEST"), help="a corpus's make_shards manifest "
+                                                         "(repeatable)")
+    ap.add_argument("--benchmark", nargs=2, action="append", default=[],
+                    metavar=("RULE", "TSV"), help="a job's Snakemake benchmark file (repeatable)")
+    ap.add_argument("--config-json", required=True,
+                    help="the validated config as JSON (hashed, written beside the report)")
     ap.add_argument("--title", default="Document-level NMT: results")
     ap.add_argument("--out-dir", required=True, type=Path)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    manifest = Manifest(stage="report", params={"models": args.models, "suites": args.suites})
-    args.out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = Manifest(stage="report", params={"systems": dict(args.system),
+                                                "suites": args.suites})
     try:
-        build_report(args.scores, args.consistency, {m: Path(p) for m, p in args.contrastive},
-                     args.suites, args.results_dir, args.models, args.corpora, args.out_dir,
-                     manifest, args.title)
+        build_report(read_inputs(args, manifest), args.out_dir, manifest, args.title)
     except (OSError, ValueError, KeyError) as e:
         log.error("%s", e)
         return 1

@@ -12,6 +12,11 @@ re-implemented here: this module only lines hypotheses up with their references.
   BLEU over documents; reference k of a document is the join of the sentences' k-th references.
 * Significance: sacreBLEU's paired bootstrap resampling (Koehn, 2004) of each model against the
   baseline (first model), ``bootstrap_samples`` resamples, seed from ``SACREBLEU_SEED`` (12345).
+  The same resampling gives every system, the baseline and a lone model included, its own 95 %
+  interval: ``<metric>_ci`` = ``[mean, half-width]``, sacreBLEU's ``μ ± ci`` (the 2.5th and
+  97.5th percentiles of the resampled scores, half their distance either side of their mean).
+  A system with no observed difference to the one it is tested against gets p = 1
+  (:func:`no_difference`).
 * "All" is the concatenation of all test sets, in the order given.
 """
 
@@ -26,7 +31,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from sacrebleu.metrics import BLEU, CHRF, TER
-from sacrebleu.significance import PairedTest
+from sacrebleu.significance import PairedTest, Result
 
 from pipeline_lib.constants import ALL_TEST_SETS
 from pipeline_lib.manifest import Manifest
@@ -150,12 +155,23 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
         row["dbleu"] = round(score.score, 2)
         row["dbleu_signature"] = str(dbleu.get_signature())
         out["models"][model] = row
-    if len(models) > 1:
-        _significance(ts, models, cfg, sent_refs, doc_keys_refs, out)
+    # also with the baseline alone: the resampling gives each system's own 95 % interval
+    _significance(ts, models, cfg, sent_refs, doc_keys_refs, out)
     for model, control in (controls or {}).items():
         out["models"][model]["control"] = _against(ts, model, control, cfg, sent_refs,
                                                    doc_keys_refs)
     return out
+
+
+def no_difference(base_hyps: list[str], hyps: list[str], base_res: Result,
+                  res: Result) -> bool:
+    """Whether a system cannot differ from its baseline: the same output, or the same score.
+
+    sacreBLEU 2.x counts resampled differences (centred on their mean) strictly above the
+    observed one and adds one, so a system identical to the baseline, or two systems that score
+    alike in every resample (both BLEU 0 in a smoke run), get p = 1/(n+1), a dagger on a Δ of
+    0.00. An observed difference of zero is no evidence of a difference: p = 1 there."""
+    return hyps == base_hyps or float(res.score) == float(base_res.score)
 
 
 def _against(ts: TestSet, model: str, control: str, cfg: ScoreConfig, sent_refs,
@@ -172,15 +188,16 @@ def _against(ts: TestSet, model: str, control: str, cfg: ScoreConfig, sent_refs,
         _, results = test()
         base_res, res = results["BLEU"]
         out[f"{key}_delta"] = round(float(res.score) - float(base_res.score), 2)
-        same = systems[0][1] == systems[1][1]
-        out[f"{key}_p"] = 1.0 if same else round(float(res.p_value), 4)
+        out[f"{key}_p"] = 1.0 if no_difference(systems[0][1], systems[1][1], base_res, res) \
+            else round(float(res.p_value), 4)
         out[f"{key}_significant"] = out[f"{key}_p"] < cfg.significance_level
     return out
 
 
 def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, doc_refs,
                   out: dict) -> None:
-    """Paired bootstrap of every model against the baseline, sentence- and document-level."""
+    """Paired bootstrap of every model against the baseline, sentence- and document-level:
+    each system's 95 % interval (``_ci``) and, for every system but the baseline, its p-value."""
     runs = [
         ({"bleu": BLEU(lowercase=cfg.lowercase), "chrf": CHRF(lowercase=cfg.lowercase),
           "ter": TER(case_sensitive=not cfg.lowercase)},
@@ -194,15 +211,13 @@ def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, d
         signatures, results = test()
         # results is keyed by sacreBLEU's metric names (BLEU, chrF2, TER) in our metrics' order
         for ours, (theirs, sig) in zip(named_metrics, signatures.items()):
+            base_res = results[theirs][0]
             for model, res in zip(results["System"], results[theirs]):
                 row = out["models"][model]
                 row[f"{ours}_bs_signature"] = str(sig)
                 row[f"{ours}_ci"] = [round(float(res.mean), 2), round(float(res.ci), 2)]
                 if res.p_value is not None:
-                    # sacreBLEU 2.x centres the bootstrap differences on their mean, so a system
-                    # identical to the baseline gets p = 1/(n+1) instead of 1; an identical
-                    # output cannot differ, so it gets p = 1 here.
-                    same = ts.hyps[model] == ts.hyps[models[0]]
+                    same = no_difference(ts.hyps[models[0]], ts.hyps[model], base_res, res)
                     row[f"{ours}_p"] = 1.0 if same else round(float(res.p_value), 4)
                     row[f"{ours}_significant"] = row[f"{ours}_p"] < cfg.significance_level
 

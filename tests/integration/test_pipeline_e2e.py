@@ -102,9 +102,28 @@ def test_report_gives_parameter_overheads_against_the_baseline(tiny_pipeline):
            for r in models.splitlines() if r.startswith("| ")}
     doct = _manifest(tiny_pipeline, "train_model", "doct", "manifest.json")["counts"]
     base = _manifest(tiny_pipeline, "train_model", "transformer", "manifest.json")["counts"]
-    assert row["doct"][0] == f"{doct['parameters']:,}"
-    assert row["doct"][1] == f"{100 * (doct['parameters'] - base['parameters']) / base['parameters']:+.1f}%"
-    assert row["crosstask_sent"][0] == row["crosstask"][0] != "n/a"
+    assert row["doct"][1] == f"{doct['parameters']:,}"
+    overhead = 100 * (doct["parameters"] - base["parameters"]) / base["parameters"]
+    assert row["doct"][2] == f"{overhead:+.1f}%"
+    assert row["crosstask_sent"][:2] == ["crosstask", row["crosstask"][1]] != ["crosstask", "n/a"]
+
+
+def test_report_counts_a_fine_tune_on_from_its_initial_checkpoint(tiny_pipeline):
+    """Every job of the chains and controls is in the report's training table; doct starts at
+    the update the baseline's checkpoints/best was saved (its first lowest dev loss)."""
+    md = (tiny_pipeline / "results" / "report" / "report.md").read_text()
+    table = md.split("### Training jobs")[1].split("##")[0]
+    row = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:]]
+           for r in table.splitlines() if r.startswith("| ")}
+    assert set(_plan(tiny_pipeline).jobs) <= set(row)
+    dev = [json.loads(line) for line in (tiny_pipeline / "results" / "train_model" / "transformer"
+                                          / "metrics.jsonl").read_text().splitlines()]
+    best = min((r for r in dev if r["split"] == "dev"), key=lambda r: r["loss"])["step"]
+    assert row["doct"][1:3] == ["transformer", str(best)]
+    assert row["transformer"][2] == "0"
+    walls = [r.split("|")[2] for r in md.split("## Wall time per stage")[1].splitlines()
+             if r.startswith("| ")]
+    assert walls and not any("n/a" in jobs for jobs in walls)   # every job's benchmark was read
 
 
 def test_averaging_jobs_are_decoded_from_their_averaged_checkpoint(tiny_pipeline):

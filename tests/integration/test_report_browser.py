@@ -20,7 +20,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from test_report import build_results, run_report  # noqa: E402  (shared synthetic stage outputs)
+# shared stage outputs, written by the stages' own writers
+from test_report import build_results, run_report, write_benchmark  # noqa: E402
+
+from pipeline_lib.plan import Plan, load_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -67,8 +70,8 @@ def png_size(path: Path) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path):
-    models = ["transformer", "han"]
-    out = run_report(build_results(tmp_path, models), models)
+    out = run_report(build_results(tmp_path, ["transformer", "han"], parents={"han": "transformer"},
+                                   controls={"han": "transformer_plus100"}))
     page = out / "index.html"
     shot = tmp_path / "screenshot.png"
     proc = headless(page, tmp_path, "--window-size=1400,1800", f"--screenshot={shot}")
@@ -78,20 +81,28 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     parser = Links()
     parser.feed(dom.stdout)
-    assert parser.tags.get("table") == 4 and parser.tags.get("img") == 1
-    assert "transformer (baseline)" in dom.stdout and "Training curves" in dom.stdout
-    assert parser.links, "the report links nothing (the curves image at least)"
+    # run, BLEU, all metrics, discourse, training jobs, models, data funnel, wall times
+    assert parser.tags.get("table") == 8 and parser.tags.get("img") == 2
+    assert "transformer (baseline)" in dom.stdout and "Training jobs" in dom.stdout
+    assert parser.links, "the report links nothing (its images at least)"
     for link in parser.links:
         url = urlparse(link)
         if url.scheme in ("http", "https"):
             pytest.fail(f"report links outside itself: {link}")
+        if url.fragment and not url.path:   # the contents: a section of the page itself
+            assert f'id="{url.fragment}"' in dom.stdout, f"broken link {link}"
+            continue
         target = Path(unquote(url.path)) if url.scheme == "file" else out / unquote(url.path)
         assert target.is_file(), f"broken link {link}"
-    assert png_size(out / "training_curves.png")[0] > 0
+    for image in ("bleu_intervals.png", "training_curves.png"):
+        assert png_size(out / image)[0] > 0
 
 
 @pytest.mark.slow
 def test_snakemake_rules_build_the_report_and_the_report_zip(tmp_path):
+    """The real rules from the outputs of earlier stages: every file the report rule declares
+    is there (benchmarks of the earlier stages' jobs included), score_test, discourse_consistency
+    and report run."""
     build_results(tmp_path, ["transformer"])
     for stale in ("score_test", "discourse_consistency"):
         shutil.rmtree(tmp_path / "results" / stale)
@@ -100,19 +111,26 @@ def test_snakemake_rules_build_the_report_and_the_report_zip(tmp_path):
     # only the baseline was "trained" by build_results: the report's rows follow `models`
     (tmp_path / "models.yaml").write_text(f"results_dir: {tmp_path / 'results'}\n"
                                           "models: [transformer]\n")
+    allowed = ("score_test", "discourse_consistency", "report")
+    plan = Plan(load_config(ROOT / "config" / "config.yaml", tmp_path / "models.yaml"))
+    for rule, jobs in plan.rule_jobs().items():   # the earlier jobs' benchmark files
+        for wildcards in jobs:
+            bench = tmp_path / "benchmarks" / rule / f"{'/'.join(wildcards.values()) or rule}.tsv"
+            if rule not in allowed and not bench.exists():
+                write_benchmark(bench, 1.0)
     base = [sys.executable, "-m", "snakemake", "--directory", str(tmp_path), "--snakefile",
             str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config" / "config.yaml"),
-            str(tmp_path / "models.yaml"),
-            "--allowed-rules", "score_test", "discourse_consistency", "report"]
+            str(tmp_path / "models.yaml"), "--allowed-rules", *allowed]
     target = str(tmp_path / "results" / "report" / "index.html")
     proc = subprocess.run([*base, "--cores", "1", "--", target], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "bible/test BLEU" in Path(target).read_text()
+    page = Path(target).read_text()
+    assert "bible/test BLEU" in page and "score_test" in page   # its own benchmark was read
     proc = subprocess.run([*base, "--cores", "1", "--report", str(tmp_path / "report.zip"), "--",
                            target],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     names = zipfile.ZipFile(tmp_path / "report.zip").namelist()
-    for f in ("index.html", "report.md", "training_curves.png"):
+    for f in ("index.html", "report.md", "bleu_intervals.png", "training_curves.png"):
         assert any(n.endswith(f) for n in names), names

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from preset_fixtures import PRESETS, fixture_overrides, stage, write_config
 
+from pipeline_lib.plan import Plan, load_config
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -39,6 +41,10 @@ def test_dry_run_plans_every_stage_of_the_default_pipeline(tmp_path):
     # fine-tuned); 10 decoded systems: the 6 models, cross-task sentence by sentence and the
     # 3 controls that stand beside a model
     assert (jobs["stanza_models"], jobs["train_model"], jobs["decode_test"]) == ("2", "11", "10")
+    # the report declares every other job's benchmark file: plan.rule_jobs is exactly this DAG
+    plan = Plan(load_config(overrides={"results_dir": str(tmp_path / "results")}))
+    assert {rule: str(len(w)) for rule, w in plan.rule_jobs().items()} == \
+        {rule: n for rule, n in jobs.items() if rule not in ("report", "all", "total")}
 
 
 def test_missing_ldc_corpora_are_listed_before_anything_runs(tmp_path):
@@ -101,3 +107,9 @@ def test_a_paper_preset_plans_its_own_corpora_and_models(tmp_path, preset):
     assert {k: planned.get(k) for k in jobs} == jobs, planned
     # no DBSA in these setups: nothing is parsed
     assert "stanza_models" not in planned and "parse_shard" not in planned
+    # the report's benchmark inputs name exactly the planned jobs
+    given = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    plan = Plan(load_config(ROOT / "config" / "config.yaml",
+                            overrides={**given, "preset": preset}))
+    assert {rule: str(len(w)) for rule, w in plan.rule_jobs().items()} == \
+        {rule: n for rule, n in planned.items() if rule not in ("report", "all", "total")}

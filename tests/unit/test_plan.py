@@ -214,3 +214,46 @@ def test_a_configfile_override_of_one_job_leaves_the_others_alone(tmp_path):
     assert plan.jobs["doct"].train["lr"] == 5.0e-4
     assert {plan.jobs[j].train["lr"] for j in ("dbsa", "cache", "camn", "crosstask")} == {1.0e-3}
     assert plan.controls["doct"] != plan.controls["cache"] == plan.controls["camn"]
+
+
+def test_rule_jobs_and_the_reports_flags_name_every_planned_job(default):
+    """The report's inputs: every job's benchmark (rule -> wildcards; test_workflow.py checks
+    the counts against snakemake -n) and one flag per stage output it shows, each a declared
+    input (a job's metrics.jsonl beside its manifest, the shard manifest inside its folder)."""
+    jobs = default.rule_jobs()
+    assert {r: len(w) for r, w in jobs.items()} == {
+        "ingest_corpus": 1, "stanza_models": 2, "parse_shard": 4, "parse_corpus": 1,
+        "train_bpe": 1, "encode_bpe": 1, "encode_heads": 1, "make_head_shards": 1,
+        "noise_docs": 1, "make_shards": 1, "verify_shards": 1, "train_model": 11,
+        "decode_test": 10, "score_test": 1, "discourse_consistency": 1}
+    assert {"corpus": "bible", "side": "tgt", "shard": "1"} in jobs["parse_shard"]
+    assert {"model": "crosstask_sent", "corpus": "bible", "split": "test"} in jobs["decode_test"]
+    inputs = default.report_inputs()
+    args = shlex.split(default.report_args([("train_bpe", "benchmarks/train_bpe/train_bpe.tsv")]))
+    flags: dict[str, list[list[str]]] = {}
+    for i, a in enumerate(args):
+        if a.startswith("--"):
+            end = next((j for j in range(i + 1, len(args)) if args[j].startswith("--")), len(args))
+            flags.setdefault(a, []).append(args[i + 1:end])
+    assert flags["--system"][:2] == [["transformer", "transformer"], ["dbsa", "dbsa"]]
+    assert ["crosstask_sent", "crosstask"] in flags["--system"]
+    assert [p for _, p in flags["--ingest"]] == inputs["ingest"]
+    assert [p.removesuffix("/manifest.json") for _, p in flags["--shards"]] == inputs["shards"]
+    assert [m for _, m, _ in flags["--train"]] == inputs["train"]
+    assert [j for j, _, _ in flags["--train"]] == list(default.jobs)
+    assert all(p == m.replace("manifest.json", "metrics.jsonl") for _, m, p in flags["--train"])
+    assert [p for _, p in flags["--decode"]] == inputs["decode"]
+    assert flags["--benchmark"] == [["train_bpe", "benchmarks/train_bpe/train_bpe.tsv"]]
+
+
+def test_rule_jobs_of_downloads_ldc_and_suites():
+    plan = Plan(load_config(overrides={
+        "downloads": {"corpora": ["wmt14_en_de_train"], "ldc": {"MT02": "/tmp"},
+                      "ldc_required": ["MT02"]},
+        "models": ["transformer", "doct"], "score": {"matched_controls": False}}))
+    jobs = plan.rule_jobs()
+    assert jobs["download_corpus"] == [{"download": "wmt14_en_de_train"}]
+    assert jobs["check_ldc"] == [{}]
+    assert "stanza_models" not in jobs and "parse_shard" not in jobs   # no heads job: no parse
+    assert "discourse_contrastive" not in jobs                          # no suites
+    assert [w["model"] for w in jobs["train_model"]] == ["transformer", "doct"]

@@ -1,113 +1,239 @@
-"""The report from synthetic stage outputs: one model and several models, partial inputs."""
+"""The report from stage outputs that the stages' own writers wrote: a plaintext corpus ingested
+for real (with quarantined lines), real shards, training records through the trainer's
+MetricsLog with its manifest layout, decode manifests, Snakemake's benchmark writer, and the
+real score and discourse CLIs. One model, several models with controls and a two-step chain,
+and missing inputs."""
 
 from __future__ import annotations
 
 import json
 import random
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 
+from pipeline_lib.constants import SENT_SUFFIX, SIG_MARK
 from pipeline_lib.evaluate import discourse, report, score
-from pipeline_lib.constants import SIG_MARK
-from pipeline_lib.schema import DOC_SCHEMA
+from pipeline_lib.ingest import Limits
+from pipeline_lib.ingest.__main__ import ingest
+from pipeline_lib.manifest import Manifest
+from pipeline_lib.models.search import BeamConfig
+from pipeline_lib.plan import load_config
+from pipeline_lib.preprocess import shards
+from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
+from pipeline_lib.training.metrics import MetricsLog
+from pipeline_lib.training.train import TrainConfig
 
 WORDS = "in the beginning god created heaven and earth light was good evening morning day".split()
+SPLITS = (("train", 6), ("dev", 2), ("test", 8))
+MAX_LEN = 20   # shards.max_len of the fixture: the long train line is dropped at sharding
+VALIDATE = 50
 
 
-def build_results(root: Path, models: list[str], corpora=("bible",), with_training=True) -> dict:
-    """Stage outputs as the other stages write them, then the real score and consistency CLIs.
+def _corpus(root: Path, corpus: str, rng: random.Random) -> dict:
+    """Plaintext files of every split (6 sentences a document) and the reader's spec; train
+    has a control character, an empty target and a line too long for the shards."""
+    spec: dict = {"reader": "plaintext", "splits": {}}
+    for split, n_docs in SPLITS:
+        src, tgt, ids = [], [], []
+        for d in range(n_docs):
+            for _ in range(6):
+                ref = " ".join(rng.choice(WORDS) for _ in range(10))
+                src.append(ref.replace("the", "el"))
+                tgt.append(ref)
+                ids.append(f"{split}{d}")
+        if split == "train":
+            src[1] = "el \x1b dia"           # control_character
+            tgt[2] = ""                       # empty_segment
+            src[3] = tgt[3] = " ".join(WORDS * 3)   # > MAX_LEN pieces: too_long at sharding
+        files = {}
+        for key, lines in (("src", src), ("tgt", tgt), ("docids", ids)):
+            files[key] = root / "raw" / corpus / f"{split}.{key}"
+            files[key].parent.mkdir(parents=True, exist_ok=True)
+            files[key].write_text("\n".join(lines) + "\n")
+        spec["splits"][split] = {k: str(v) for k, v in files.items()}
+    return spec
 
-    The first model is the baseline; later models are better (fewer corrupted words), so the
-    results table must show positive deltas with daggers.
-    """
+
+def _piece_ids(text: str | None) -> list[int] | None:
+    return None if text is None else [4 + sum(map(ord, w)) % 400 for w in text.split()]
+
+
+def _shards(docs: Path, encoded: Path, out: Path) -> None:
+    """make_shards on an encoding of the ingested rows (one piece a word)."""
+    rows = [{**{k: r[k] for k in ("corpus", "split", "doc_id", "sent_idx", "has_context")},
+             "src_ids": _piece_ids(r["src"]), "tgt_ids": _piece_ids(r["tgt"][0]),
+             "src_heads": None, "tgt_heads": None, "src_text": r["src"], "tgt_text": r["tgt"][0]}
+            for r in pq.read_table(docs).to_pylist()]
+    encoded.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=ENCODED_SCHEMA), encoded)
+    shards.make_shards(encoded, None, out, shards.ShardConfig(1000, 100, MAX_LEN))
+
+
+def _train(folder: Path, init_from: Path | None, k: int) -> None:
+    """What pipeline_lib.training.train leaves in a job folder: metrics.jsonl through its
+    MetricsLog, manifest.json with the layout of Trainer.finish. A job from scratch validates
+    4 times and is best at its 3rd validation; a fine-tune validates twice."""
+    folder.mkdir(parents=True)
+    steps = 2 * VALIDATE if init_from else 4 * VALIDATE
+    losses = [4.0 - 0.2 * i - 0.1 * k for i in range(2)] if init_from else \
+        [5.0, 4.4, 4.1 - 0.1 * k, 4.2]
+    metrics = MetricsLog(folder, 0, True)
+    for i, loss in enumerate(losses, 1):
+        for s in (i * VALIDATE - 25, i * VALIDATE):
+            metrics.write({"step": s, "split": "train", "loss": loss + 0.5,
+                           "tokens_per_s": 1000.0 + 100 * k, "lr": 1e-3, "epoch": 0})
+        metrics.write({"step": i * VALIDATE, "split": "dev", "loss": loss, "nll": loss - 0.1,
+                       "ppl": 2.718 ** loss, "bleu": 10 * (6 - loss)})
+    metrics.close()
+    tcfg = TrainConfig(max_steps=steps, validate_every=VALIDATE,
+                       init_from=str(init_from) if init_from else None)
+    m = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
+                                              "model": {"name": "transformer", "d_model": 32}})
+    m.counts = {"steps": steps, "target_tokens": 400 * steps, "epochs_started": 1,
+                "parameters": 123456 * (k + 1), "trainable_parameters": 1000 * (k + 1),
+                "frozen_parameters": 0}
+    m.extra = {"best_dev_loss": min(losses),
+               "init_from": {"missing": [], "unexpected": []} if init_from else None,
+               "data_mode": "sentence", "dev_bleu_skipped": False,
+               "aux_position": {"epoch": 0, "batches": 0}, "world_size": 1, "device": "cpu"}
+    m.write(folder / "manifest.json")
+
+
+def _decode_manifest(path: Path, n: int, k: int) -> None:
+    """The manifest pipeline_lib.evaluate.decode writes beside <split>.parquet."""
+    m = Manifest(stage="decode_test", params={**asdict(BeamConfig()), "mode": "auto",
+                                              "unit": "document", "device": "cpu"})
+    m.counts = {"sentences": n, "documents": 8, "hyp_tokens": 10 * n, "truncated_sources": 0,
+                "decode_seconds": 4.0, "sentences_per_s": 12.5 + k,
+                "tokens_per_s": 300.0, "mode": "sentence", "data_mode": "sentence", "unit": None}
+    m.write(path)
+
+
+def write_benchmark(path: Path, seconds: float, measured: bool = True) -> None:
+    """A benchmark file through Snakemake's own writer (NA where nothing was sampled)."""
+    record = BenchmarkRecord(running_time=seconds, max_rss=250.0, cpu_time=seconds * 0.9)
+    record.data_collected = measured
+    record.process_gone = not measured
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_benchmark_records([record], str(path), False)
+
+
+def build_results(root: Path, models: list[str], corpora=("bible",), with_training=True,
+                  parents: dict[str, str] | None = None, controls: dict[str, str] | None = None,
+                  sentence_decoded: tuple[str, ...] = ()) -> dict:
+    """Stage outputs of a run of ``models`` (baseline first), as the stages write them, and the
+    report's flags naming each. ``parents``: job -> the job it starts from (trained too);
+    ``controls``: model -> its matched control (a system of its own); ``sentence_decoded``:
+    models also decoded as ``<model>_sent``. Later systems are better (fewer corrupted words),
+    so the results show positive deltas with daggers."""
     rng = random.Random(0)
     res = root / "results"
+    parents, controls = dict(parents or {}), dict(controls or {})
+    systems = {s: s for s in [*models, *dict.fromkeys(controls.values())]}
+    systems.update({f"{m}{SENT_SUFFIX}": m for m in sentence_decoded})
+    jobs = list(dict.fromkeys([*systems.values(), *parents.values()]))
+    args = [a for s, job in systems.items() for a in ("--system", s, job)]
+    refs, hyp_args = [], []
     for corpus in corpora:
-        rows = []
-        for split, n_docs in (("train", 6), ("dev", 2), ("test", 8)):
-            for d in range(n_docs):
-                for i in range(6):
-                    ref = " ".join(rng.choice(WORDS) for _ in range(10))
-                    rows.append(dict(corpus=corpus, split=split, doc_id=f"{split}{d}", sent_idx=i,
-                                     src=ref.replace("the", "el"), tgt=[ref], has_context=True,
-                                     origin_file="f", origin_line=1))
         ing = res / "ingest_corpus" / corpus
-        ing.mkdir(parents=True)
-        pq.write_table(pa.Table.from_pylist(rows, schema=DOC_SCHEMA), ing / "docs.parquet")
-        (ing / "manifest.json").write_text(json.dumps({"counts": {
-            "sentences": {"train": 36, "dev": 12, "test": 48},
-            "documents": {"train": 6, "dev": 2, "test": 8}}}))
-        shard = res / "make_shards" / corpus / "sent" / "train"
-        shard.mkdir(parents=True)
-        pq.write_table(pa.table({"file": ["shard-00000.parquet"], "rows": [36],
-                                 "src_tokens": [400], "tgt_tokens": [410]}),
-                       shard / "index.parquet")
-        for k, model in enumerate(models):
-            keep = 0.4 + 0.25 * k
+        ingest(corpus, _corpus(root, corpus, rng), Limits(), ing)
+        _shards(ing / "docs.parquet", res / "encode_bpe" / corpus / "encoded.parquet",
+                res / "make_shards" / corpus)
+        args += ["--ingest", corpus, str(ing / "manifest.json"),
+                 "--shards", corpus, str(res / "make_shards" / corpus / "manifest.json")]
+        write_benchmark(root / "benchmarks" / "ingest_corpus" / f"{corpus}.tsv", 3.0)
+        args += ["--benchmark", "ingest_corpus",
+                 str(root / "benchmarks" / "ingest_corpus" / f"{corpus}.tsv")]
+        refs += ["--refs", corpus, str(ing / "docs.parquet")]
+        test = [r for r in pq.read_table(ing / "docs.parquet").to_pylist() if r["split"] == "test"]
+        for k, system in enumerate(systems):
+            keep = min(0.95, 0.4 + 0.15 * k)
             hyps = [dict(doc_id=r["doc_id"], sent_idx=r["sent_idx"],
-                         hyp=" ".join(w if rng.random() < keep else "xx" for w in r["tgt"][0].split()))
-                    for r in rows if r["split"] == "test"]
-            out = res / "decode_test" / model / corpus
+                         hyp=" ".join(w if rng.random() < keep else "xx"
+                                      for w in r["tgt"][0].split()))
+                    for r in test]
+            out = res / "decode_test" / system / corpus
             out.mkdir(parents=True)
             pq.write_table(pa.Table.from_pylist(hyps), out / "test.parquet")
-            (out / "test.manifest.json").write_text(json.dumps({"speed": {"sentences_per_s": 12.5 + k,
-                                                                     "tokens_per_s": 300.0}}))
-    for k, model in enumerate(models):
-        run = res / "train_model" / model
-        run.mkdir(parents=True)
-        if not with_training:
-            continue
-        lines = [{"step": s, "split": "train", "loss": 5 - s / 100, "tokens_per_s": 1000.0}
-                 for s in (10, 20)]
-        lines += [{"step": s, "split": "dev", "loss": 5 - s / 50 - k, "bleu": s / 10 + k}
-                  for s in (10, 20, 30)]
-        (run / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\nnot json\n")
-        # the trainer's manifest layout (pipeline_lib.training.train): counts.parameters / trainable
-        (run / "manifest.json").write_text(json.dumps({"counts": {
-            "parameters": 123456 * (k + 1), "trainable_parameters": 1000 * (k + 1)}}))
-    refs = []
-    hyp_args = []
-    for corpus in corpora:
-        refs += ["--refs", corpus, str(res / "ingest_corpus" / corpus / "docs.parquet")]
-        for model in models:
-            hyp_args += ["--hyp", model, corpus, "test",
-                         str(res / "decode_test" / model / corpus / "test.parquet")]
+            _decode_manifest(out / "test.manifest.json", len(hyps), k)
+            hyp_args += ["--hyp", system, corpus, "test", str(out / "test.parquet")]
+            args += ["--decode", system, str(out / "test.manifest.json")]
+            bench = root / "benchmarks" / "decode_test" / system / corpus / "test.tsv"
+            write_benchmark(bench, 4.0 + k, measured=k != 1)
+            args += ["--benchmark", "decode_test", str(bench)]
+    for k, job in enumerate(jobs):
+        folder = res / "train_model" / job
+        bench = root / "benchmarks" / "train_model" / f"{job}.tsv"
+        if with_training:
+            init = parents.get(job)
+            _train(folder, res / "train_model" / init / "checkpoints" / "best" if init else None,
+                   k)
+            write_benchmark(bench, 600.0 + 60 * k)
+        args += ["--train", job, str(folder / "manifest.json"), str(folder / "metrics.jsonl"),
+                 "--benchmark", "train_model", str(bench)]
     scores = res / "score_test" / "scores.json"
-    assert score.main([*refs, *hyp_args, "--baseline", models[0], "--bootstrap-samples", "200",
-                       "--output", str(scores)]) == 0
+    control_args = [a for m, c in controls.items() for a in ("--control", m, c)]
+    assert score.main([*refs, *hyp_args, "--baseline", models[0], *control_args,
+                       "--bootstrap-samples", "200", "--output", str(scores)]) == 0
     consistency = res / "discourse_consistency" / "consistency.json"
     assert discourse.main(["consistency", *refs, *hyp_args, "--output", str(consistency)]) == 0
-    return {"results": res, "scores": scores, "consistency": consistency}
+    args += ["--config-json", json.dumps(load_config(), sort_keys=True)]
+    return {"results": res, "scores": scores, "consistency": consistency, "args": args}
 
 
-def run_report(paths: dict, models: list[str], corpora=("bible",), extra=()) -> Path:
+def run_report(paths: dict, extra=()) -> Path:
     out = paths["results"] / "report"
     rc = report.main(["--scores", str(paths["scores"]), "--consistency", str(paths["consistency"]),
-                      "--models", *models, "--corpora", *corpora,
-                      "--results-dir", str(paths["results"]), "--out-dir", str(out), *extra])
+                      *paths["args"], "--out-dir", str(out), *extra])
     assert rc == 0
     return out
 
 
 def cells(html: str) -> list[str]:
-    return re.findall(r"<td>(.*?)</td>", html)
+    return re.findall(r"<td[^>]*>(.*?)</td>", html)
+
+
+def section(md: str, title: str) -> str:
+    return md.split(f"## {title}\n")[1].split("\n## ")[0]
+
+
+def md_rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("|---")]
 
 
 def test_report_with_one_model(tmp_path):
     paths = build_results(tmp_path, ["transformer"])
-    out = run_report(paths, ["transformer"])
+    out = run_report(paths)
     html = (out / "index.html").read_text()
     md = (out / "report.md").read_text()
-    assert html.count("<table>") == 4                       # results, discourse, data, models
+    for title in ("Run", "BLEU with 95 % intervals", "All metrics", "Discourse", "Training",
+                  "Models", "Data funnel", "Wall time per stage"):
+        assert f'<h2 id="{report._slug(title)}">' in html and f"## {title}\n" in md, title
     assert "transformer (baseline)" in html and SIG_MARK not in html.split("<ul")[0]
     assert "none configured" in html and "none configured" in md
     assert "123,456" in html and "1,000" in html and "12.5" in html  # params, trainable, speed
     assert "nrefs:1|case:mixed" in md
-    assert (out / report.CURVES_FILE).stat().st_size > 5000
-    assert f"![Training curves (dev loss and BLEU against step)]({report.CURVES_FILE})" in md
+    # a lone baseline has its own interval (score_test resamples it alone too)
+    bleu = md_rows(section(md, "BLEU with 95 % intervals"))[1]
+    scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
+    mean, half = scores["transformer"]["bleu_ci"]
+    assert bleu[:4] == ["bible/test", "transformer (baseline)",
+                        f"{scores['transformer']['bleu']:.2f}", f"{mean - half:.2f} – {mean + half:.2f}"]
+    for image in (report.BLEU_FILE, report.CURVES_FILE):
+        assert (out / image).stat().st_size > 5000 and f"]({image})" in md
+        assert f'src="{image}"' in html
+    config = json.loads((out / report.CONFIG_FILE).read_text())
+    assert config == json.loads(paths["args"][paths["args"].index("--config-json") + 1])
+    run = dict(md_rows(section(md, "Run"))[1:])
+    assert re.fullmatch(r"[0-9a-f]{64} \(config.json\)", run["Config sha256"])
+    assert run["Training device"] == "cpu, 1 process(es): 1 job(s)"
+    assert run["Decoding device"] == "cpu: 1 job(s)"
 
 
 def test_report_with_all_models_shows_deltas_daggers_and_suites(tmp_path):
@@ -118,36 +244,115 @@ def test_report_with_all_models_shows_deltas_daggers_and_suites(tmp_path):
         "accuracy": 62.5, "correct": 5, "total": 8,
         "by_phenomenon": {"deixis": {"accuracy": 62.5, "correct": 5, "total": 8}},
         "by_distance": {"1": {"accuracy": 50.0, "correct": 2, "total": 4}}}}}))
-    out = run_report(paths, models, corpora=("bible", "news"),
-                     extra=["--suites", "deixis", "--contrastive", "han", str(contrastive)])
+    out = run_report(paths, extra=["--suites", "deixis", "--contrastive", "han", str(contrastive)])
     html = (out / "index.html").read_text()
-    results = html.split("<h2")[1]
+    results = html.split('<h2 id="all-metrics">')[1].split("<h2")[0]
     for ts in ("bible/test BLEU", "news/test d-BLEU", "All chrF"):
         assert ts in results
     daggered = [c for c in cells(results) if c.endswith(SIG_MARK)]
     assert daggered and all(re.match(r"\d+\.\d\d \([+-]\d+\.\d\d\)†", c) for c in daggered)
     assert "62.50 (5/8)" in html                            # han on the suite
     assert "Contrastive suite deixis" in html
-    assert html.count("<tr><td>doct</td>") >= 3
     order = re.findall(r"<tr><td>(\w+)", results)
     assert order == ["transformer", "han", "doct"]                # config order, baseline first
     md = (out / "report.md").read_text()
-    assert md.count("| doct") >= 3 and "n/a" in md         # doct has no suite result
-    models_row = {r.split(" | ")[0].lstrip("| "): r for r in md.splitlines()
-                  if r.startswith("| han |") or r.startswith("| doct |")}
-    assert "+100.0%" in models_row["han"] and "+200.0%" in models_row["doct"]  # vs baseline
+    assert "| doct" in section(md, "Discourse") and "n/a" in md  # doct has no suite result
+    models_row = {r[0]: r for r in md_rows(section(md, "Models"))}
+    assert models_row["han"][3] == "+100.0%" and models_row["doct"][3] == "+200.0%"
+    bleu = {(r[0], r[1]): r for r in md_rows(section(md, "BLEU with 95 % intervals"))[1:]}
+    assert {ts for ts, _ in bleu} == {"bible/test", "news/test", "All"}
+    assert bleu[("All", "doct")][4].endswith(SIG_MARK) and float(bleu[("All", "doct")][4][:-1]) > 0
+    funnel = md_rows(section(md, "Data funnel"))
+    assert [r[0] for r in funnel[1:]].count("news") == [r[0] for r in funnel[1:]].count("bible")
 
 
-def test_sentence_decoded_system_reads_its_models_training(tmp_path):
-    (tmp_path / "train_model" / "crosstask").mkdir(parents=True)
-    assert report.training_run(tmp_path, "crosstask_sent") == tmp_path / "train_model" / "crosstask"
-    assert report.training_run(tmp_path, "doct") == tmp_path / "train_model" / "doct"
+def test_fine_tunes_and_controls_continue_their_initial_jobs_update_count(tmp_path):
+    """doct and its control start from the baseline's best checkpoint (its 3rd of 4
+    validations: update 150 of 200), crosstask from its pre-training's; the jobs table and the
+    curves count on from there, and the roles follow the scores' controls."""
+    paths = build_results(tmp_path, ["transformer", "doct", "crosstask"],
+                          parents={"doct": "transformer", "transformer_plus100_doc": "transformer",
+                                   "crosstask": "crosstask_pretrain"},
+                          controls={"doct": "transformer_plus100_doc"},
+                          sentence_decoded=("crosstask",))
+    out = run_report(paths)
+    md = (out / "report.md").read_text()
+    jobs = {r[0]: r for r in md_rows(section(md, "Training"))[1:]}
+    assert jobs["transformer"][1:6] == ["baseline", "scratch", "0", "200", "200"]
+    assert jobs["transformer"][7] == "150"                   # first lowest dev loss
+    assert jobs["doct"][1:6] == ["model", "transformer", "150", "100", "250"]
+    assert jobs["transformer_plus100_doc"][1:6] == ["control", "transformer", "150", "100", "250"]
+    assert jobs["crosstask_pretrain"][1:4] == ["initialises", "scratch", "0"]
+    assert jobs["crosstask"][2:4] == ["crosstask_pretrain", "150"]
+    models = {r[0]: r for r in md_rows(section(md, "Models"))[1:]}
+    assert models["crosstask_sent"][1] == "crosstask"
+    assert models["crosstask_sent"][2] == models["crosstask"][2] != "n/a"
+    bleu = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals"))[1:]}
+    assert bleu["doct"][6] == "transformer_plus100_doc" and bleu["doct"][7][0] in "+-"
+    assert bleu["crosstask"][6] == ""                         # no control given for it
 
 
-def test_report_survives_missing_training_outputs(tmp_path):
+def test_start_updates_needs_a_best_checkpoint_of_a_known_job(tmp_path):
+    def run(job: str, init: str | None, dev: list[tuple[int, float]]) -> report.TrainRun:
+        folder = tmp_path / job
+        return report.TrainRun(job, folder / "manifest.json",
+                               {"params": {"train": {"init_from": init}}},
+                               [{"step": s, "split": "dev", "loss": v} for s, v in dev])
+
+    runs = {"a": run("a", None, [(10, 3.0), (20, 2.0), (30, 2.0)]),
+            "b": run("b", str(tmp_path / "a" / "checkpoints" / "best"), [(5, 1.0)]),
+            "c": run("c", str(tmp_path / "b" / "checkpoints" / "best"), []),
+            "d": run("d", str(tmp_path / "a" / "checkpoints" / "last"), []),
+            "e": run("e", str(tmp_path / "elsewhere" / "checkpoints" / "best"), [])}
+    runs["f"] = report.TrainRun("f", tmp_path / "f" / "manifest.json", None, [])
+    assert report.start_updates(runs) == {"a": 0, "b": 20, "c": 25, "d": None, "e": None,
+                                          "f": None}
+
+
+def test_funnel_counts_are_the_ingest_and_shard_manifests(tmp_path):
+    paths = build_results(tmp_path, ["transformer"])
+    out = run_report(paths)
+    md = (out / "report.md").read_text()
+    ingest = json.loads((paths["results"] / "ingest_corpus/bible/manifest.json").read_text())
+    sharded = json.loads((paths["results"] / "make_shards/bible/manifest.json").read_text())
+    rows = md_rows(section(md, "Data funnel"))
+    assert rows[0] == ["Corpus", "Step", "Records", "train", "dev", "test"]
+    steps = {r[1]: r[2:] for r in rows[1:]}
+    kept, bad = ingest["counts"]["kept"], ingest["counts"]["quarantined"]
+    assert steps["read at ingest"] == [f"{kept + bad:,}", "", "", ""]
+    assert ingest["rejected"] == {"control_character": 1, "empty_segment": 1}
+    assert steps["quarantined at ingest: control_character"][0] == "1"
+    assert steps["kept: sentence pairs"] == [f"{kept:,}"] + [
+        f"{ingest['counts']['sentences'][s]:,}" for s in ("train", "dev", "test")]
+    assert sharded["rejected"] == {"too_long": 1}
+    assert steps["dropped at sharding: too_long"][0] == "1"
+    train_rows = sharded["counts"]["sent/train"]["rows"]
+    assert steps["in the sentence-pair shards"][1] == f"{train_rows:,}"
+    assert train_rows == ingest["counts"]["sentences"]["train"] - 1
+
+
+def test_wall_times_come_from_the_benchmark_files(tmp_path):
+    paths = build_results(tmp_path, ["transformer", "han"])
+    (tmp_path / "benchmarks" / "train_model" / "han.tsv").unlink()
+    out = run_report(paths)
+    stages = {r[0]: r for r in md_rows(section((out / "report.md").read_text(),
+                                               "Wall time per stage"))[1:]}
+    assert stages["ingest_corpus"][1:5] == ["1", "0:00:03", "0:00:03", "0:00:03"]
+    assert stages["train_model"][1:3] == ["2 (1 n/a)", "0:10:00"]
+    # decode of han: Snakemake sampled nothing (NA): its wall time counts, its RSS does not
+    assert stages["decode_test"][1:3] == ["2", "0:00:09"] and stages["decode_test"][5] == "250"
+    assert stages["all jobs"][1:3] == ["5", "0:10:12"]
+    assert report.read_benchmark(tmp_path / "absent.tsv") is None
+
+
+def test_report_survives_missing_inputs(tmp_path):
     paths = build_results(tmp_path, ["transformer", "han"], with_training=False)
-    out = run_report(paths, ["transformer", "han"])
+    (paths["results"] / "ingest_corpus" / "bible" / "manifest.json").unlink()
+    out = run_report(paths)
     html = (out / "index.html").read_text()
-    assert "no dev metrics for transformer, han" in html
+    md = (out / "report.md").read_text()
+    assert "No dev records (n/a): transformer, han" in html
     row = next(r for r in html.splitlines() if r.startswith("<tr><td>han</td>") and "n/a" in r)
     assert "n/a" in row
+    assert md_rows(section(md, "Data funnel"))[1][:3] == ["bible", "read at ingest", "n/a"]
+    assert dict(md_rows(section(md, "Run"))[1:])["Training device"] == "n/a"

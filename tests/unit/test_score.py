@@ -124,6 +124,48 @@ def test_bootstrap_separates_a_better_system_but_not_a_copy(tmp_path):
     assert "bleu_p" not in res["poor"]
 
 
+def test_every_system_has_its_own_95_interval_a_lone_baseline_too(tmp_path):
+    """``bleu_ci`` = [mean, half-width] of sacreBLEU's bootstrap: for a run of one model it is
+    what ``sacrebleu --confidence`` prints for the same text (same seed, same resamples)."""
+    rows, poor, _ = make_corpus(tmp_path)
+    out = score.score_all({"c": tmp_path / "docs.parquet"},
+                          [("poor", "c", "test", tmp_path / "poor.parquet")], "poor",
+                          score.ScoreConfig(bootstrap_samples=200), Manifest("t"))
+    mine = out["results"]["c/test"]["models"]["poor"]
+    (tmp_path / "hyp.txt").write_text("\n".join(h["hyp"] for h in poor) + "\n")
+    (tmp_path / "ref.txt").write_text("\n".join(r["tgt"][0] for r in rows) + "\n")
+    theirs = json.loads(subprocess.run(
+        [str(SACREBLEU), str(tmp_path / "ref.txt"), "-i", str(tmp_path / "hyp.txt"), "-m",
+         "bleu", "--confidence", "--confidence-n", "200", "-w", "2", "-f", "json"],
+        capture_output=True, text=True, check=True).stdout)
+    assert mine["bleu_ci"] == pytest.approx([theirs["confidence_mean"],
+                                             theirs["confidence_var"]], abs=0.01)
+    assert mine["bleu_ci"][0] - mine["bleu_ci"][1] <= mine["bleu"] <= sum(mine["bleu_ci"])
+    assert "bleu_p" not in mine     # nothing to compare a lone baseline with
+    good = score.score_all({"c": tmp_path / "docs.parquet"},
+                           [(m, "c", "test", tmp_path / f"{m}.parquet") for m in ("poor", "good")],
+                           "poor", score.ScoreConfig(bootstrap_samples=200), Manifest("t"))
+    assert {"bleu_ci", "dbleu_ci"} <= set(good["results"]["c/test"]["models"]["good"])
+
+
+def test_a_zero_difference_is_never_significant(tmp_path):
+    """Two different outputs with the same score in every resample (BLEU 0: no 1-gram right)
+    get p = 1, against the baseline and against a control, not sacreBLEU's 1/(n+1)."""
+    rows, _, _ = make_corpus(tmp_path, n_docs=4)
+    for name, word in (("zero", "qqq"), ("nil", "zzz")):
+        pq.write_table(pa.Table.from_pylist([dict(doc_id=r["doc_id"], sent_idx=r["sent_idx"],
+                                                  hyp=word) for r in rows]),
+                       tmp_path / f"{name}.parquet")
+    hyps = [(m, "c", "test", tmp_path / f"{m}.parquet") for m in ("zero", "nil")]
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "zero",
+                          score.ScoreConfig(bootstrap_samples=50), Manifest("t"),
+                          controls={"nil": "zero"})
+    nil = out["results"]["c/test"]["models"]["nil"]
+    assert nil["bleu"] == out["results"]["c/test"]["models"]["zero"]["bleu"] == 0.0
+    assert nil["bleu_p"] == 1.0 and not nil["bleu_significant"]
+    assert nil["control"]["bleu_p"] == 1.0 and not nil["control"]["bleu_significant"]
+
+
 def test_each_model_is_also_tested_against_its_matched_control(tmp_path):
     """A model's Δ and p-value against its control: "good" gains significantly on its control
     "poor"; "copy" (identical output) gains nothing, p = 1, as against the baseline."""

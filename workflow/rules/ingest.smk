@@ -14,6 +14,8 @@ rule ingest_corpus:
         manifest=plan.out("ingest_corpus", "{corpus}", "manifest.json"),
     log:
         "logs/ingest_corpus/{corpus}.log",
+    benchmark:
+        "benchmarks/ingest_corpus/{corpus}.tsv"
     params:
         # the corpus's config entry as one JSON argument (also a rerun trigger)
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),

@@ -17,6 +17,8 @@ rule stanza_models:
         manifest=plan.out("stanza_models", "{lang}", "manifest.json"),
     log:
         "logs/stanza_models/{lang}.log",
+    benchmark:
+        "benchmarks/stanza_models/{lang}.tsv"
     params:
         spec=json.dumps(config["stanza"], sort_keys=True),
         shared=plan.shared_dir,
@@ -42,6 +44,8 @@ rule parse_shard:
         manifest=plan.out("parse_shard", "{corpus}", "{side}", "{shard}", "manifest.json"),
     log:
         "logs/parse_shard/{corpus}/{side}.{shard}.log",
+    benchmark:
+        "benchmarks/parse_shard/{corpus}/{side}.{shard}.tsv"
     params:
         splits=" ".join(config["parse"]["splits"]),
         cap=config["parse"]["max_sentences_per_split"] or 0,
@@ -73,6 +77,8 @@ rule parse_corpus:
         manifest=plan.out("parse_corpus", "{corpus}", "manifest.json"),
     log:
         "logs/parse_corpus/{corpus}.log",
+    benchmark:
+        "benchmarks/parse_corpus/{corpus}.tsv"
     params:
         src=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "src")),
         tgt=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "tgt")),

@@ -17,6 +17,8 @@ rule train_bpe:
         manifest=plan.out("train_bpe", "manifest.json"),
     log:
         "logs/train_bpe/train_bpe.log",
+    benchmark:
+        "benchmarks/train_bpe/train_bpe.tsv"
     params:
         vocab_size=config["bpe"]["vocab_size"],
         coverage=config["bpe"]["character_coverage"],
@@ -48,6 +50,8 @@ rule encode_bpe:
         manifest=plan.out("encode_bpe", "{corpus}", "manifest.json"),
     log:
         "logs/encode_bpe/{corpus}.log",
+    benchmark:
+        "benchmarks/encode_bpe/{corpus}.tsv"
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 1
@@ -75,6 +79,8 @@ rule encode_heads:
         manifest=plan.out("encode_heads", "{corpus}", "manifest.json"),
     log:
         "logs/encode_heads/{corpus}.log",
+    benchmark:
+        "benchmarks/encode_heads/{corpus}.tsv"
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 1   # beside the training jobs: see train.smk
@@ -93,6 +99,8 @@ rule make_head_shards:
         shards=directory(plan.out("make_head_shards", "{corpus}")),
     log:
         "logs/make_head_shards/{corpus}.log",
+    benchmark:
+        "benchmarks/make_head_shards/{corpus}.tsv"
     params:
         rows=config["shards"]["rows_per_shard"],
         row_group=config["shards"]["row_group_rows"],
@@ -116,6 +124,8 @@ rule noise_docs:
         manifest=plan.out("noise_docs", "{corpus}", "manifest.json"),
     log:
         "logs/noise_docs/{corpus}.log",
+    benchmark:
+        "benchmarks/noise_docs/{corpus}.tsv"
     params:
         gap_ratio=config["noise"]["gap_ratio"],
         mask_rate=config["noise"]["mask_rate"],
@@ -147,6 +157,8 @@ checkpoint make_shards:
         shards=directory(plan.out("make_shards", "{corpus}")),
     log:
         "logs/make_shards/{corpus}.log",
+    benchmark:
+        "benchmarks/make_shards/{corpus}.tsv"
     params:
         rows=config["shards"]["rows_per_shard"],
         row_group=config["shards"]["row_group_rows"],
@@ -174,6 +186,8 @@ rule verify_shards:
         manifest=plan.out("verify_shards", "{corpus}", "manifest.json"),
     log:
         "logs/verify_shards/{corpus}.log",
+    benchmark:
+        "benchmarks/verify_shards/{corpus}.tsv"
     params:
         root=lambda wc: plan.out("make_shards", wc.corpus),
         code=code_hash("preprocess.shards"),

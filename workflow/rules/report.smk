@@ -1,8 +1,14 @@
-"""The final report (pipeline_lib.evaluate.report): rebuilt whenever a score, curve or manifest changes."""
+"""The final report (pipeline_lib.evaluate.report): rebuilt whenever a score, curve, manifest or
+benchmark changes. It reads only the files named here (plan.report_inputs / plan.report_args)."""
 
-from pathlib import Path
+import json
 
 from pipeline_lib.codehash import code_hash
+
+# (rule, benchmark file) of every job of the run: each rule's own `benchmark:` pattern filled
+# with the wildcards of its jobs, so the paths are spelled once, in the rule files.
+BENCHMARKS = [(name, getattr(rules, name).benchmark.format(**wildcards))
+              for name, jobs in plan.rule_jobs().items() for wildcards in jobs]
 
 
 rule report:
@@ -11,16 +17,18 @@ rule report:
         consistency=plan.out("discourse_consistency", "consistency.json"),
         contrastive=[plan.out("discourse_contrastive", m, "contrastive.json")
                      for m in (config["models"] if plan.suites else [])],
-        ingest=[plan.out("ingest_corpus", c, "manifest.json") for c in plan.corpora],
-        shards=[plan.out("make_shards", c) for c in plan.corpora],
-        train=[plan.out("train_model", m, "manifest.json") for m in config["models"]],
+        **plan.report_inputs(),
+        benchmarks=[path for _, path in BENCHMARKS],
     output:
         html=report(plan.out("report", "index.html"), caption="../report/index.rst",
                     category="Report"),
         md=report(plan.out("report", "report.md"), caption="../report/markdown.rst",
                   category="Report"),
+        bleu=report(plan.out("report", "bleu_intervals.png"), caption="../report/bleu.rst",
+                    category="Results"),
         curves=report(plan.out("report", "training_curves.png"), caption="../report/curves.rst",
                       category="Training"),
+        config=plan.out("report", "config.json"),
         manifest=plan.out("report", "manifest.json"),
     log:
         "logs/report/report.log",
@@ -29,9 +37,9 @@ rule report:
             f"--contrastive {m} {p}" for m, p in zip(config["models"], input.contrastive)
         ),
         suites=" ".join(plan.suites),
-        models=" ".join(plan.systems),
-        corpora=" ".join(plan.corpora),
-        results=lambda w, input: Path(input.scores).parent.parent,
+        files=plan.report_args(BENCHMARKS),
+        # the validated config (preset and command line applied): its hash is the run's
+        config=json.dumps(config, sort_keys=True),
         title=config["report"]["title"],
         code=code_hash("evaluate.report"),
     conda:
@@ -39,5 +47,5 @@ rule report:
     shell:
         "python -m pipeline_lib.evaluate.report --scores {input.scores:q}"
         " --consistency {input.consistency:q} {params.contrastive} --suites {params.suites}"
-        " --models {params.models} --corpora {params.corpora} --results-dir {params.results:q}"
+        " {params.files} --config-json {params.config:q}"
         " --title {params.title:q} --out-dir $(dirname {output.html:q}) > {log:q} 2>&1"

@@ -26,6 +26,8 @@ rule score_test:
         manifest=plan.out("score_test", "manifest.json"),
     log:
         "logs/score_test/score_test.log",
+    benchmark:
+        "benchmarks/score_test/score_test.tsv"
     params:
         args=plan.test_set_args(),
         baseline=plan.baseline,
@@ -51,6 +53,8 @@ rule discourse_consistency:
         manifest=plan.out("discourse_consistency", "manifest.json"),
     log:
         "logs/discourse_consistency/discourse_consistency.log",
+    benchmark:
+        "benchmarks/discourse_consistency/discourse_consistency.tsv"
     params:
         args=plan.test_set_args(),
         stop=config["score"]["consistency_stop_top_k"],
@@ -73,6 +77,8 @@ rule discourse_contrastive:
         manifest=plan.out("discourse_contrastive", "{model}", "manifest.json"),
     log:
         "logs/discourse_contrastive/{model}.log",
+    benchmark:
+        "benchmarks/discourse_contrastive/{model}.tsv"
     params:
         suites=json.dumps(plan.suites, sort_keys=True),
         lang_pair=f"{config['src_lang']}-{config['tgt_lang']}",
