@@ -100,7 +100,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
@@ -112,9 +111,9 @@ from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import EncoderOut, Transformer
 
 CACHE_GATE = "cache_gate"      # module holding U, V, W (the only step-2 trainables)
-# Keys this model puts in EncoderOut.extra / LayerContext.extra (reordered with beams there):
+# Keys this model puts in EncoderOut.extra / LayerContext.extra (reordered with the sentences):
 _CACHE = "cache.store"         # the ContinuousCache the rows read (not a tensor: kept as is)
-_ROWS = "cache.rows"           # (B,) long: cache row of each decoder row
+_ROWS = "cache.rows"           # (B,) long: cache row of each sentence (ctx.beam decoder rows each)
 _CONTEXT = "cache.c_t"         # (B, T, d): last cross_attn output, written by the hook
 _RECORD = "cache.record"       # dict that project fills with s_t, c_t, lambda_t when present
 
@@ -256,7 +255,9 @@ class ContinuousCache:
         take = keep & (rank_in_keep < n_keep[:, None])
         slot_of = torch.where(take, queue.gather(1, rank_in_keep.clamp(max=size - 1)), slot_of)
         slot_of = torch.where(last & has_hit, hit_slot, slot_of)
-        to = F.one_hot(slot_of.clamp(min=0), size).bool() & slot_of.ge(0)[..., None]  # (R, T, I)
+        # (R, T, I); -1 matches no slot. A comparison rather than one_hot, whose range check
+        # reads the indices back to the host on some devices (a synchronisation per write).
+        to = slot_of[..., None] == torch.arange(size, device=self.device)
         written = to.any(1)                                                 # (R, I)
         at = to.to(K.dtype)
         K = torch.where(written[..., None], at.transpose(1, 2) @ k_new, K)
@@ -327,7 +328,8 @@ class CacheTransformer(Transformer):
             record.update(s=h, c=c)
         if store is None:                                 # no document streams: baseline
             return super().project(h, ctx)
-        m, probs, nonempty = store.read(c, ctx.extra[_ROWS])                 # (B, T, d), (B, T, I)
+        rows = ctx.extra[_ROWS][:, None].expand(-1, ctx.beam).reshape(-1)   # (B,) per decoder row
+        m, probs, nonempty = store.read(c, rows)                            # (B, T, d), (B, T, I)
         lam = self.cache_gate(h, c, m) * nonempty[:, None, None]            # (gate); 0 if empty
         if record is not None:
             record["gate"] = lam
@@ -335,7 +337,7 @@ class CacheTransformer(Transformer):
             return super().project((1.0 - lam) * h + lam * m, ctx)          # (combining)
         # Shallow: P = (1 - lambda) P_model + lambda P_cache, P_cache summed per cached word.
         p_model = torch.softmax(super().project(h, ctx).float(), dim=-1)    # (B, T, V)
-        words = store.words[ctx.extra[_ROWS]].clamp_min(0)                  # (B, I); empty: p=0
+        words = store.words[rows].clamp_min(0)                              # (B, I); empty: p=0
         p_cache = torch.zeros_like(p_model).scatter_add_(
             2, words[:, None, :].expand(-1, h.size(1), -1), probs.float())
         p = (1.0 - lam.float()) * p_model + lam.float() * p_cache

@@ -63,6 +63,10 @@ fewer than D sentences are padded with all-PAD rows. Every document has >= 1 sen
 ``extra["doc_index"]`` (B,) long, optional: row b's document is ``doc_src[doc_index[b]]``; when
 absent, N must equal B and row b reads document b. Rows of the same sub-document share one entry
 (the global encoder then runs once per document, not once per sentence).
+``extra["doc_rows"]`` (R, 2) long, optional: (document, sentence) of every real sentence of
+``doc_src``, in order. Built on the host with the tensors, so the model knows R without reading
+``doc_src`` back from the device (a synchronisation every document batch); when absent the
+real sentences are found from ``doc_src``'s padding.
 ``extra["doc_pos"]`` is not read (the current sentence is ``src``; see above).
 
 :func:`document_extra` builds these tensors from id lists. What goes into them:
@@ -134,6 +138,7 @@ from pipeline_lib.models.transformer import EncoderOut, Transformer
 
 DOC_SRC = "doc_src"             # batch.extra key: (N, D, L) sentences of the (sub-)documents
 DOC_INDEX = "doc_index"         # batch.extra key: (B,) document of each row (optional)
+DOC_ROWS = "doc_rows"           # batch.extra key: (R, 2) (document, sentence) of real sentences
 GLOBAL_MEMORY = "global"        # the stacked sentence vectors C of a row's document
 GLOBAL_ATTN = "global_attn"     # module/block name of the global context attention sub-layers
 NEW_MODULES = ("sent_repr", GLOBAL_ATTN, "global_norm", "global_gate")
@@ -146,7 +151,7 @@ def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequ
     :param documents: N documents, each a list of sentences (ids without tag and EOS).
     :param doc_index: (B,) the document of each batch row.
     :param prefix: ids put before every sentence (the language tag).
-    :returns: ``{"doc_src": (N, D, L), "doc_index": (B,)}`` long tensors.
+    :returns: ``{"doc_src": (N, D, L), "doc_index": (B,), "doc_rows": (R, 2)}`` long tensors.
     """
     if not documents or any(len(d) == 0 for d in documents):
         raise ValueError("crosstask: every document needs at least one sentence")
@@ -160,7 +165,9 @@ def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequ
         for j, s in enumerate(d):
             doc[n, j, :len(s)] = torch.tensor(s, dtype=torch.long)
     index = torch.tensor(list(doc_index), dtype=torch.long)
-    return {DOC_SRC: doc.to(device), DOC_INDEX: index.to(device)}
+    rows = torch.tensor([(n, j) for n, d in enumerate(sents) for j in range(len(d))],
+                        dtype=torch.long)
+    return {DOC_SRC: doc.to(device), DOC_INDEX: index.to(device), DOC_ROWS: rows.to(device)}
 
 
 @dataclass(frozen=True)
@@ -262,9 +269,13 @@ class CrossTaskTransformer(Transformer):
                 raise ValueError(f"crosstask: doc_src holds {N} documents for {B} rows and no doc_index")
             index = torch.arange(B, device=doc.device)
         sent_mask = doc.ne(PAD_ID).any(-1)                                # (N, D) real sentences
-        if not bool(sent_mask.any(-1).all()):
-            raise ValueError("crosstask: a document in doc_src has no sentence")
-        real = sent_mask.view(-1).nonzero().squeeze(1)                    # (R,) flat n*D + j
+        rows = batch.extra.get(DOC_ROWS)
+        if rows is None:   # not built by document_extra: read the sentences off the padding
+            if not bool(sent_mask.any(-1).all()):
+                raise ValueError("crosstask: a document in doc_src has no sentence")
+            real = sent_mask.view(-1).nonzero().squeeze(1)                # (R,) flat n*D + j
+        else:
+            real = rows[:, 0] * D + rows[:, 1]                            # (R,) flat n*D + j
         R, W = real.numel(), max(L, S)
         # Word-level rows: the R document sentences, then the B current sentences (queries only).
         words = torch.cat([F.pad(doc.view(N * D, L).index_select(0, real), (0, W - L), value=PAD_ID),

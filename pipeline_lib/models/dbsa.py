@@ -102,7 +102,7 @@ from pipeline_lib.batch import Batch
 from pipeline_lib.constants import NO_HEAD
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
-from pipeline_lib.models.layers import Attention, AttnKind, LayerContext
+from pipeline_lib.models.layers import Attention, AttnKind, LayerContext, cache_append
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.transformer import Transformer
 
@@ -167,10 +167,7 @@ class DependencyAttention(Attention):
         elif cache is not None:
             # Incremental (as Attention): new queries see every cached position; the parse
             # head's keys/values are the last head's, cached with the others.
-            if f"{name}.k" in cache:
-                k = torch.cat([cache[f"{name}.k"], k], dim=2)
-                v = torch.cat([cache[f"{name}.v"], v], dim=2)
-            cache[f"{name}.k"], cache[f"{name}.v"] = k, v
+            k, v = cache_append(cache, name, k, v)
             causal = T > 1 and k.size(2) == T
         else:
             causal = True
@@ -214,9 +211,11 @@ def parse_loss(log_attn: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor
     :param log_attn: (B, T, T_k) log A_parse. :param gold: (B, T) key positions, NO_HEAD = skip.
     :returns: (loss, accuracy) scalars; both 0 when nothing is supervised. Skipped positions
         contribute neither loss nor gradient."""
-    if int(gold.max()) >= log_attn.size(-1):
-        raise ValueError(f"dbsa: a dependency head position {int(gold.max())} lies outside the "
-                         f"sequence of length {log_attn.size(-1)}")
+    # An asynchronous assertion: reading gold.max() back would make every step wait for the
+    # device (on the CPU it raises here; on a GPU at the next kernel launch).
+    torch._assert_async(gold.max() < log_attn.size(-1),
+                        f"dbsa: a dependency head position lies outside the sequence of length "
+                        f"{log_attn.size(-1)}")
     valid = gold >= 0                                                   # (B, T)
     n = valid.sum().clamp(min=1)
     picked = log_attn.gather(-1, gold.clamp(min=0)[..., None]).squeeze(-1)   # (B, T)

@@ -24,9 +24,10 @@ How DocT (Zhang et al. 2018) plugs in, without touching this file::
             return {CONTEXT_MEMORY: self.context_encoder(batch.ctx_src)}
 
 ``GatedSubLayer`` is any ``nn.Module`` with the block signature; the cross-attention reads
-``ctx.memories[CONTEXT_MEMORY]`` and caches its keys/values under its own block name, so beam
-search reorders it with everything else. A cache model (Tu et al. 2018) instead overrides
-``Transformer.project`` (after the last decoder layer) and the document hooks.
+``ctx.memories[CONTEXT_MEMORY]`` and caches its keys/values under its own block name, once per
+sentence like the source's (beam search moves them when sentences finish). A cache model (Tu et
+al. 2018) instead overrides ``Transformer.project`` (after the last decoder layer) and the
+document hooks.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class LayerContext:
     self_mask: torch.Tensor | None = None                  # (B, T) bool, True = real token
     memories: dict[str, Memory] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)    # model-specific (e.g. parse heads)
+    # Rows of the stack per memory row: beam search keeps a sentence's memories (and their
+    # cross-attention keys/values) once, for its ``beam`` consecutive hypothesis rows.
+    beam: int = 1
 
 
 class AttnKind(str, Enum):
@@ -102,33 +106,91 @@ class Attention(nn.Module):
                 name: str = "attn") -> torch.Tensor:
         """:param x: (B, T, d) queries. :param name: cache namespace (the block's name)."""
         B, T, D = x.shape
-        mask, causal = None, False
         if self.kind is AttnKind.CROSS:
-            q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
-            mem = ctx.memories[self.memory]
-            if cache is not None and f"{name}.k" in cache:        # computed once per sentence
-                k, v = cache[f"{name}.k"], cache[f"{name}.v"]
-            else:
-                k, v = self._heads(self.kv(mem.states), 2)        # (B, nh, S, hs) each
-                if cache is not None:
-                    cache[f"{name}.k"], cache[f"{name}.v"] = k, v
-            mask = mem.attn_mask
+            return self._cross(x, ctx, cache, name)
+        mask, causal = None, False
+        q, k, v = self._heads(self.qkv(x), 3)                     # (B, nh, T, hs) each
+        if self.kind is AttnKind.SELF:
+            mask = None if ctx.self_mask is None else ctx.self_mask[:, None, None, :]
+        elif cache is not None:
+            # Incremental: the new query may see every cached (earlier) position.
+            k, v = cache_append(cache, name, k, v)
+            causal = T > 1 and k.size(2) == T
         else:
-            q, k, v = self._heads(self.qkv(x), 3)                 # (B, nh, T, hs) each
-            if self.kind is AttnKind.SELF:
-                mask = None if ctx.self_mask is None else ctx.self_mask[:, None, None, :]
-            elif cache is not None:
-                # Incremental: the new query may see every cached (earlier) position.
-                if f"{name}.k" in cache:
-                    k = torch.cat([cache[f"{name}.k"], k], dim=2)
-                    v = torch.cat([cache[f"{name}.v"], v], dim=2)
-                cache[f"{name}.k"], cache[f"{name}.v"] = k, v
-                causal = T > 1 and k.size(2) == T
-            else:
-                causal = True   # right padding: real queries never reach the PAD keys after them
+            causal = True   # right padding: real queries never reach the PAD keys after them
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.out(y.transpose(1, 2).reshape(B, T, D))   # (B, T, d)
+
+    def _cross(self, x: torch.Tensor, ctx: LayerContext, cache: dict | None, name: str) -> torch.Tensor:
+        """Attention over ``ctx.memories[self.memory]`` (n = B / ctx.beam rows).
+
+        The ``beam`` query rows of one memory row become that row's query positions
+        (n, nh, beam * T, hs), so keys/values are computed, stored and read once per sentence
+        (CTranslate2 does the same), not once per hypothesis."""
+        B, T, D = x.shape
+        nh, hs, g = self.n_heads, self.head_dim, ctx.beam
+        n = B // g
+        mem = ctx.memories[self.memory]
+        if cache is not None and f"{name}.k" in cache:            # computed once per sentence
+            k, v = cache[f"{name}.k"], cache[f"{name}.v"]
+        else:
+            k, v = self._heads(self.kv(mem.states), 2)            # (n, nh, S, hs) each
+            if cache is not None:
+                k, v = k.contiguous(), v.contiguous()             # read at every step
+                cache[f"{name}.k"], cache[f"{name}.v"] = k, v
+        # (B, T, d) -> (n, g, T, nh, hs) -> (n, nh, g*T, hs): row b = i*g + j is query j of row i
+        q = self.q(x).view(n, g, T, nh, hs).permute(0, 3, 1, 2, 4).reshape(n, nh, g * T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mem.attn_mask,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        y = y.view(n, nh, g, T, hs).permute(0, 2, 3, 1, 4).reshape(B, T, D)   # back to rows
+        return self.out(y)                                        # (B, T, d)
+
+
+def cache_append(cache: dict, name: str, k: torch.Tensor, v: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Append one step's keys/values (B, nh, T, hs) to ``cache[name.k/.v]``; return all so far.
+
+    An entry with spare positions after it in its buffer (beam search's reorder leaves one,
+    :func:`select_rows`) is written in place, so a step copies only its T new positions;
+    otherwise the entry grows by concatenation. Either way the result is one contiguous block
+    per (row, head), which the attention kernels read fastest."""
+    out = []
+    for key, new in ((f"{name}.k", k), (f"{name}.v", v)):
+        old = cache.get(key)
+        if old is None:
+            full = new
+        elif _room(old) >= new.size(2):
+            t, T = old.size(2), new.size(2)
+            full = old.as_strided((*old.shape[:2], t + T, old.size(3)), old.stride())
+            full[:, :, t:] = new
+        else:
+            full = torch.cat([old, new], dim=2)
+        cache[key] = full
+        out.append(full)
+    return out[0], out[1]
+
+
+def _room(entry: torch.Tensor) -> int:
+    """Spare positions after a (B, nh, t, hs) cache entry in the buffer it starts (0 unless it
+    is the head of a buffer made by :func:`select_rows`)."""
+    B, nh, t, hs = entry.shape
+    cap = entry.stride(1) // hs
+    if cap <= t or entry.stride() != (nh * cap * hs, cap * hs, hs, 1):
+        return 0
+    needed = (entry.storage_offset() + B * nh * cap * hs) * entry.element_size()
+    return cap - t if entry.untyped_storage().nbytes() >= needed else 0
+
+
+def select_rows(x: torch.Tensor, index: torch.Tensor, room: int = 0) -> torch.Tensor:
+    """``x.index_select(0, index)``; with ``room`` a (B, nh, t, hs) cache entry is copied into
+    a buffer with ``room`` spare positions, which the next :func:`cache_append` fills in place."""
+    if room and x.dim() == 4:
+        out = x.new_empty(index.numel(), x.size(1), x.size(2) + room, x.size(3))
+        head = out[:, :, :x.size(2)]
+        torch.index_select(x, 0, index, out=head)
+        return head
+    return x.index_select(0, index)
 
 
 class FeedForward(nn.Module):

@@ -63,11 +63,16 @@ def source_batch(srcs: Sequence[Sequence[int]], device: torch.device | str = "cp
     return Batch(src=src, tgt_in=empty, tgt_out=empty).to(device)
 
 
+def max_output_lengths(src_len: torch.Tensor, cfg: BeamConfig, max_len: int) -> torch.Tensor:
+    """(B,) longest output (tokens before EOS) for sources of ``src_len`` (B,) pieces counting
+    their EOS: ``max_len_a * src_len + max_len_b``, within a model's ``max_len`` positions.
+    Public so that other engines are given the very same limits (pipeline_lib/export)."""
+    return (cfg.max_len_a * src_len.float() + cfg.max_len_b).long().clamp(1, max_len - 1)
+
+
 def _max_lengths(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> torch.Tensor:
-    """(B,) longest output (tokens before EOS) per sentence, within the model's positions."""
-    src_len = batch.src.ne(PAD_ID).sum(1).float()
-    limit = model.cfg.max_len - 1
-    return (cfg.max_len_a * src_len + cfg.max_len_b).long().clamp(1, limit)
+    """(B,) longest output per sentence of ``batch`` (:func:`max_output_lengths`)."""
+    return max_output_lengths(batch.src.ne(PAD_ID).sum(1), cfg, model.cfg.max_len)
 
 
 def _mask_specials(lp: torch.Tensor, force_eos: torch.Tensor) -> torch.Tensor:
@@ -123,7 +128,8 @@ def beam_search(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> list[l
     K, dev = cfg.beam, batch.src.device
     B = batch.src.size(0)
     max_len = _max_lengths(model, batch, cfg)
-    state = model.init_state(model.encode(batch).reorder(torch.arange(B, device=dev).repeat_interleave(K)))
+    # One encoder row per sentence, K decoder rows (hypotheses) per sentence.
+    state = model.init_state(model.encode(batch)).with_beam(K)
     tokens = torch.full((B * K, 1), BOS_ID, dtype=torch.long, device=dev)
     hist = torch.zeros(B * K, 0, dtype=torch.long, device=dev)          # (n*K, step)
     scores = torch.full((B, K), -math.inf, device=dev)
@@ -137,7 +143,7 @@ def beam_search(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> list[l
         at_max = step >= max_len[active]                                   # (n,)
         lp = _mask_specials(lp, at_max.repeat_interleave(K))
         V = lp.size(1)
-        cand = (scores[:, :, None] + lp.view(n, K, V)).view(n, K * V)
+        cand = lp.view(n, K, V).add_(scores[:, :, None]).view(n, K * V)   # in place: lp is ours
         top_s, top_i = cand.topk(min(2 * K, K * V), dim=1)                  # (n, 2K)
         beam_i, tok = top_i // V, top_i % V
         is_eos = tok.eq(EOS_ID)

@@ -26,7 +26,7 @@ from pipeline_lib.constants import PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,
-                                        encoder_layer, sinusoidal_positions)
+                                        encoder_layer, select_rows, sinusoidal_positions)
 from pipeline_lib.models.output import ModelOutput
 
 
@@ -55,7 +55,7 @@ class EncoderOut:
         return self.memories[SOURCE_MEMORY]
 
     def reorder(self, index: torch.Tensor) -> "EncoderOut":
-        """Rows ``index`` (e.g. ``arange(B).repeat_interleave(beam)`` to expand for beam search)."""
+        """Rows ``index`` (B',) of every tensor (e.g. the sentences still decoded)."""
         return EncoderOut(_select(self.memories, index), _select(self.extra, index))
 
 
@@ -63,17 +63,50 @@ class EncoderOut:
 class DecoderState:
     """Incremental decoding state: memories plus one cache dict per decoder layer.
 
-    Self-attention caches grow by one position per step; cross-attention keys/values are put in
-    the same dicts on the first step and reused afterwards.
+    Self-attention caches grow by one position per step (layers.cache_append); cross-attention
+    keys/values are put in the same dicts on the first step and reused afterwards. With ``beam``
+    > 1 (beam search, :meth:`with_beam`) each sentence has ``beam`` consecutive decoder rows:
+    ``enc``, and every cache entry with one row per sentence (the cross-attention keys/values),
+    are kept once per sentence and read by all its rows (``LayerContext.beam``); the entries
+    with one row per decoder row are the self-attention caches, and ``extra`` has one row per
+    decoder row too.
     """
 
     enc: EncoderOut
     layers: list[dict[str, torch.Tensor]]
     extra: dict[str, Any] = field(default_factory=dict)
+    beam: int = 1
+
+    def with_beam(self, beam: int) -> "DecoderState":
+        """This fresh state (no step decoded yet) with ``beam`` decoder rows per sentence."""
+        if any(self.layers):
+            raise ValueError("with_beam: the state has cached steps; set the beam before the first step")
+        n, dev = self.enc.source.states.size(0), self.enc.source.states.device
+        rows = torch.arange(n, device=dev)[:, None].expand(n, beam).reshape(-1)   # 0,0,..,1,1,..
+        return DecoderState(self.enc, self.layers, _select(self.extra, rows), beam)
 
     def reorder(self, index: torch.Tensor) -> "DecoderState":
-        """Keep rows ``index`` (B',) of every tensor: beam reordering and dropping finished rows."""
-        return DecoderState(self.enc.reorder(index), _select(self.layers, index), _select(self.extra, index))
+        """Keep decoder rows ``index`` (B',): beam reordering and dropping finished rows.
+
+        With ``beam`` > 1 the rows ``index[i*beam:(i+1)*beam]`` must come from one sentence (as
+        beam search picks them); per-sentence data moves only when sentences are dropped or
+        reordered, so reordering beams within their sentences copies only the self-attention
+        caches, into buffers with room for the next step's keys/values (written in place)."""
+        if self.beam == 1:
+            return DecoderState(self.enc.reorder(index), _select(self.layers, index),
+                                _select(self.extra, index))
+        n = self.enc.source.states.size(0)
+        sent = torch.div(index[::self.beam], self.beam, rounding_mode="floor")    # (B' / beam,)
+        same = sent.numel() == n and bool(torch.equal(sent, torch.arange(n, device=sent.device)))
+
+        def pick(entry: torch.Tensor) -> torch.Tensor:
+            if entry.size(0) != n:   # self-attention cache, a row per hypothesis: room for a step
+                return select_rows(entry, index, room=1)
+            return entry if same else select_rows(entry, sent)   # one row per sentence
+
+        layers = [{k: pick(v) for k, v in cache.items()} for cache in self.layers]
+        return DecoderState(self.enc if same else self.enc.reorder(sent), layers,
+                            _select(self.extra, index), self.beam)
 
 
 class Transformer(nn.Module):
@@ -169,6 +202,7 @@ class Transformer(nn.Module):
                     step: int) -> tuple[torch.Tensor, DecoderState]:
         """One incremental step: (B', 1) last tokens at position ``step`` -> (B', V) log-probs."""
         ctx = self.decoder_context(state.enc)
+        ctx.beam = state.beam                                            # B' = beam x sentences
         x = self.embed_tokens(self.tgt_embed, tokens_last, start=step)   # (B', 1, d)
         for layer, cache in zip(self.decoder, state.layers):
             x = layer(x, ctx, cache)

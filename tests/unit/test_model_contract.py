@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID, DataMode
@@ -265,6 +266,47 @@ def test_search_over_a_batch_equals_search_unit_by_unit(case, search, cfg):
     for a, b in zip(alone, together):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+#: aten ops that read a tensor's values back to the host (or whose output's shape depends on
+#: them): on a GPU each makes the step wait for all the work queued before it.
+HOST_READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.nonzero.default,
+              torch.ops.aten.masked_select.default, torch.ops.aten.equal.default,
+              torch.ops.aten.repeat_interleave.Tensor}
+BOOL_INDEXING = {torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default,
+                 torch.ops.aten.index_put_.default}
+
+
+class HostReads(TorchDispatchMode):
+    """Names the ops run under it that would synchronise a GPU (boolean-mask indexing runs a
+    nonzero inside its kernel)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in HOST_READS or (func in BOOL_INDEXING and any(
+                i is not None and i.dtype == torch.bool for i in args[1])):
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_a_training_pass_never_reads_the_device(variant):
+    """Forward (history batches included), the trainer's loss and backward, with dropout, read
+    nothing back to the host: the trainer's step never waits for the GPU (it fetches its
+    numbers once per log record)."""
+    case = make_case(variant, dropout=0.1)
+    model = case.model.train()
+    with HostReads() as reads:
+        for batch in case.batches:
+            out = model(batch)
+            loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, 0.1)
+            if out.aux_loss is not None:
+                loss = loss + out.aux_loss.float() * n
+            loss.backward()
+    assert reads.ops == []
 
 
 def _two_step(cls: type) -> None:

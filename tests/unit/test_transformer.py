@@ -100,6 +100,41 @@ def test_incremental_decoding_equals_full_recomputation(norm_first):
     torch.testing.assert_close(lp, full[swap, 0], rtol=0, atol=1e-5)
 
 
+@torch.no_grad()
+def test_beam_state_keeps_memories_once_per_sentence():
+    """With K rows per sentence: every row's log-probs equal its sentence's at beam 1; beams
+    reordered within their sentences copy no memory; dropping a sentence drops its memories;
+    the self-attention cache is written in place after a reorder (the spare position)."""
+    torch.manual_seed(0)
+    model = build_model(tiny()).eval()
+    batch, K = make_batch(), 3
+    single = model.init_state(model.encode(batch))
+    lp1, single = model.decode_step(batch.tgt_in[:, :1], single, 0)
+    state = model.init_state(model.encode(batch)).with_beam(K)
+    tokens = batch.tgt_in[:, :1].repeat_interleave(K, 0)                      # (2K, 1)
+    lp, state = model.decode_step(tokens, state, 0)
+    torch.testing.assert_close(lp, lp1.repeat_interleave(K, 0), rtol=0, atol=1e-6)
+    cross = state.layers[0]["cross_attn.k"]
+    assert cross.size(0) == 2 and state.layers[0]["self_attn.k"].size(0) == 2 * K
+    within = torch.tensor([2, 0, 0, 4, 3, 3])                                 # beams of each sentence
+    moved = state.reorder(within)
+    assert moved.enc is state.enc and moved.layers[0]["cross_attn.k"] is cross
+    torch.testing.assert_close(moved.layers[0]["self_attn.k"], state.layers[0]["self_attn.k"][within])
+    buffer = moved.layers[0]["self_attn.k"].data_ptr()
+    _, moved = model.decode_step(batch.tgt_in[:, 1:2].repeat_interleave(K, 0)[within], moved, 1)
+    assert moved.layers[0]["self_attn.k"].data_ptr() == buffer                # written in place
+    assert moved.layers[0]["self_attn.k"].is_contiguous() and moved.layers[0]["self_attn.k"].size(2) == 2
+    dropped = moved.reorder(torch.tensor([4, 5, 3]))                          # sentence 0 finished
+    assert dropped.layers[0]["cross_attn.k"].size(0) == 1
+    torch.testing.assert_close(dropped.enc.source.states, moved.enc.source.states[1:])
+    lp_b, _ = model.decode_step(torch.full((K, 1), 11), dropped, 2)
+    alone = model.init_state(model.encode(Batch(batch.src[1:], batch.tgt_in[1:], batch.tgt_out[1:])))
+    for t, tok in enumerate([BOS_ID, 14, 11]):
+        lp_a, alone = model.decode_step(torch.tensor([[tok]]), alone, t)
+    # every kept row is a hypothesis of sentence 1 that read BOS, 14, and now 11
+    torch.testing.assert_close(lp_b, lp_a.expand(K, -1), rtol=0, atol=1e-5)
+
+
 def test_shared_embeddings_tie_output_projection():
     shared = build_model(tiny())
     assert shared.tgt_embed is shared.embed and shared.out_proj is None
