@@ -30,7 +30,9 @@ class Batch:
         for f in fields(self):
             v = getattr(self, f.name)
             moved[f.name] = v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
-        moved["extra"] = {k: v.to(device) if isinstance(v, torch.Tensor) else v
+        # non_blocking for the model's extra tensors too: a blocking copy of a pinned batch
+        # waits for all the device's queued work, once per step
+        moved["extra"] = {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
                           for k, v in self.extra.items()}
         return Batch(**moved)
 

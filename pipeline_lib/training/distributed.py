@@ -2,13 +2,16 @@
 
 WHY tensors, not floats: ``float(t)`` / ``.item()`` waits for the GPU. The trainer reduces its
 per-step counts as tensors and converts them to Python numbers only when it logs, saves or
-decides to stop.
+decides to stop. Decisions every rank must take alike on every step (has any rank run out of
+data, has any rank been signalled) are host numbers: under NCCL they go over a second, gloo
+process group on the CPU, so they never queue behind the GPU's work or wait for it.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -21,6 +24,8 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    #: process group for host decisions (gloo beside NCCL); None: the default group, on the CPU
+    host_group: Any = None
 
     @property
     def is_main(self) -> bool:
@@ -36,9 +41,13 @@ def init_distributed(device_pref: str) -> tuple[DistInfo, torch.device]:
     device = torch.device(f"cuda:{local}" if use_cuda else "cpu")
     if use_cuda:
         torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-    return DistInfo(rank, world, local), device
+    host_group = None
+    if world > 1:
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if use_cuda else "gloo")
+        if dist.get_backend() != "gloo":
+            host_group = dist.new_group(backend="gloo")
+    return DistInfo(rank, world, local, host_group), device
 
 
 def all_reduce(value: torch.Tensor, info: DistInfo, op: str = "sum") -> torch.Tensor:
@@ -50,11 +59,14 @@ def all_reduce(value: torch.Tensor, info: DistInfo, op: str = "sum") -> torch.Te
     return value
 
 
-def all_reduce_float(value: float, info: DistInfo, device: torch.device, op: str = "sum") -> float:
-    """A host number reduced over ranks (a decision every rank must take alike)."""
+def all_reduce_float(value: float, info: DistInfo, op: str = "sum") -> float:
+    """A host number reduced over ranks (a decision every rank must take alike), on the CPU
+    through ``info.host_group``: no device copy, so no wait for the device's queued work."""
     if info.world_size == 1:
         return value
-    return float(all_reduce(torch.tensor([value], dtype=torch.float64, device=device), info, op))
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=_OPS[op], group=info.host_group)
+    return float(t)
 
 
 def barrier(info: DistInfo) -> None:

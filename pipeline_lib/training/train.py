@@ -355,7 +355,7 @@ class Trainer:
         together when any runs out. Updates the stream's position in the state."""
         while True:
             item = next(self.iters[aux], None)
-            if all_reduce_float(float(item is not None), self.info, self.device, "min") > 0:
+            if all_reduce_float(float(item is not None), self.info, "min") > 0:
                 if aux:
                     self.state.aux_position = item[0]
                 else:
@@ -424,7 +424,7 @@ class Trainer:
             else:
                 self.state.bad_evals += 1
             stop_now = float(self.tcfg.patience > 0 and self.state.bad_evals >= self.tcfg.patience)
-        return all_reduce_float(stop_now, self.info, self.device, "max") > 0
+        return all_reduce_float(stop_now, self.info, "max") > 0
 
     def save(self, name: str) -> None:
         """Save a resumable checkpoint (weights + trainer state) under ``name``; every rank
@@ -463,18 +463,20 @@ class Trainer:
                                      for p in self.ck_dir.glob("step-*"))]
 
     def log_train(self, window: Window, seconds: float) -> None:
-        """One train record from the window (one device synchronisation)."""
-        tokens = window.total("tokens")
-        if self.info.is_main:
-            loss = float(all_reduce(window.sums["loss"], self.info)) / max(tokens, 1.0)
-            rec = {"step": self.state.step, "split": "train", "loss": loss,
-                   "tokens_per_s": tokens / max(seconds, 1e-9),
-                   "lr": self.scheduler.get_last_lr()[0], "epoch": self.state.position.epoch,
-                   **{k: window.mean(k) for k in window.names() if k not in ("loss", "tokens")}}
-            self.log.write(rec)
-            self.bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
-        elif "loss" in window.sums:
-            all_reduce(window.sums["loss"], self.info)   # rank 0 waits for this reduction
+        """One train record from the window: the loss summed over ranks, then every sum
+        fetched in one transfer (the one device synchronisation of ``log_every`` updates)."""
+        if "loss" in window.sums:   # every rank joins the reduction
+            window.sums["loss"] = all_reduce(window.sums["loss"], self.info)
+        if not self.info.is_main:
+            return
+        totals = window.totals()
+        tokens = totals["tokens"]
+        rec = {"step": self.state.step, "split": "train", "loss": totals["loss"] / max(tokens, 1.0),
+               "tokens_per_s": tokens / max(seconds, 1e-9),
+               "lr": self.scheduler.get_last_lr()[0], "epoch": self.state.position.epoch,
+               **{k: v / window.counts[k] for k, v in totals.items() if k not in ("loss", "tokens")}}
+        self.log.write(rec)
+        self.bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -503,7 +505,7 @@ class Trainer:
                 stopping, last_val = self.validate(), self.state.step
             if self.state.step % tcfg.save_every == 0:
                 self.save_step()
-            signalled = all_reduce_float(float(self.stop.signum), self.info, self.device, "max")
+            signalled = all_reduce_float(float(self.stop.signum), self.info, "max")
             if signalled:
                 self.save("last")
                 exit_code = EXIT_REQUEUE
