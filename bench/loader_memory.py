@@ -32,15 +32,33 @@ ROW_GROUP = 2_000
 VOCAB = 8_000
 
 
-def _ids(rng: np.random.Generator, n: int) -> pa.Array:
-    lengths = rng.integers(5, 41, n)
+def _ids(rng: np.random.Generator, n: int, like: pa.ListArray | None = None) -> pa.Array:
+    """``n`` sentences of 5-40 random ids; ``like``: lengths follow that side's (x 0.8-1.25,
+    within 5-40), as a translation's follow its source's."""
+    if like is None:
+        lengths = rng.integers(5, 41, n)
+    else:
+        ratio = rng.uniform(0.8, 1.25, n)
+        lengths = np.clip(np.rint(np.diff(like.offsets.to_numpy()) * ratio), 5, 40).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     values = rng.integers(4, VOCAB, int(offsets[-1]), dtype=np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
 
 
-def write_shards(directory: Path, n_rows: int, seed: int = 0) -> None:
-    """Shards of ``n_rows`` pairs, written shard by shard (never the whole corpus in memory)."""
+def _heads(rng: np.random.Generator, ids: pa.ListArray) -> pa.Array:
+    """A random head position inside its sentence for every id of ``ids`` (subword heads)."""
+    lengths = np.diff(ids.offsets.to_numpy())
+    values = (rng.random(int(lengths.sum())) * np.repeat(lengths, lengths)).astype(np.int32)
+    return pa.ListArray.from_arrays(ids.offsets, pa.array(values))
+
+
+def write_shards(directory: Path, n_rows: int, seed: int = 0, heads: bool = False,
+                 paired: bool = False) -> None:
+    """Shards of ``n_rows`` pairs in documents of 25 sentences, written shard by shard (never
+    the whole corpus in memory). ``heads``: with ``src_heads``/``tgt_heads`` columns (random
+    positions inside each sentence, for parse-supervised models). ``paired``: target lengths
+    follow the source's; otherwise both sides' lengths are drawn independently, which pads
+    length-sorted batches' targets far more than parallel text does."""
     if (directory / "index.parquet").exists():
         return
     directory.mkdir(parents=True, exist_ok=True)
@@ -49,10 +67,13 @@ def write_shards(directory: Path, n_rows: int, seed: int = 0) -> None:
     for k, start in enumerate(range(0, n_rows, ROWS_PER_SHARD)):
         n = min(ROWS_PER_SHARD, n_rows - start)
         rows = np.arange(start, start + n)
-        src, tgt = _ids(rng, n), _ids(rng, n)
-        table = pa.table({"doc_id": pa.array([f"d{r // 25}" for r in rows]),
-                          "sent_idx": pa.array(rows % 25, pa.int32()),
-                          "src_ids": src, "tgt_ids": tgt})
+        src = _ids(rng, n)
+        tgt = _ids(rng, n, like=src if paired else None)
+        columns = {"doc_id": pa.array([f"d{r // 25}" for r in rows]),
+                   "sent_idx": pa.array(rows % 25, pa.int32()), "src_ids": src, "tgt_ids": tgt}
+        if heads:
+            columns.update(src_heads=_heads(rng, src), tgt_heads=_heads(rng, tgt))
+        table = pa.table(columns)
         name = f"shard-{k:05d}.parquet"
         pq.write_table(table, directory / name, row_group_size=ROW_GROUP)
         index.append({"file": name, "rows": n})
