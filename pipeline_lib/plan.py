@@ -358,22 +358,20 @@ class Plan:
 
     # --- report --------------------------------------------------------------------------
     def rule_jobs(self) -> dict[str, list[dict[str, str]]]:
-        """Every job of the run but the report's, as rule -> the wildcards of each of its jobs.
+        """Every job of the run but the report's and the local rules' (``download_corpus``,
+        ``check_ldc``), as rule -> the wildcards of each of its jobs.
 
         WHY: the report shows each stage's wall time from the jobs' benchmark files, so rule
         report declares all of them (each rule's own ``benchmark:`` pattern filled with these
-        wildcards). This mirrors the DAG :meth:`final_targets` asks for;
-        tests/integration/test_workflow.py checks it against ``snakemake -n``."""
+        wildcards). The local rules have no benchmark: their time is the network's, and a
+        benchmark file is an output, so a corpus placed by hand (what the download error tells
+        a user on an offline machine to do) would be fetched again only to write one. This
+        mirrors the DAG :meth:`final_targets` asks for; tests/integration/test_workflow.py
+        checks it against ``snakemake -n``."""
         corpora = [{"corpus": c} for c in self.corpora]
         heads = [{"corpus": c} for c in self.head_corpora]
-        downloads = self.config["downloads"]
-        fetched = dict.fromkeys([*downloads["corpora"],
-                                 *(s["download"] for s in self.config["corpora"].values()
-                                   if s.get("download"))])
         langs = dict.fromkeys(self.side_lang(side) for side in ("src", "tgt"))
         jobs = {
-            "download_corpus": [{"download": d} for d in fetched],
-            "check_ldc": [{}] if downloads["ldc_required"] else [],
             "ingest_corpus": corpora,
             "stanza_models": [{"lang": lang} for lang in langs] if self.parses else [],
             "parse_shard": [{"corpus": c, "side": side, "shard": str(n)}

@@ -35,8 +35,6 @@ rule download_corpus:
         manifest=plan.resource("corpora", "{download}", "manifest.json"),
     log:
         "logs/download_corpus/{download}.log",
-    benchmark:
-        "benchmarks/download_corpus/{download}.tsv"
     params:
         resources=lambda w, output: Path(output.manifest).parents[2],
         trust="--trust-first-download" if DOWNLOADS["trust_first_download"] else "",
@@ -56,8 +54,6 @@ rule check_ldc:
         manifest=plan.out("check_ldc", "manifest.json"),
     log:
         "logs/check_ldc.log",
-    benchmark:
-        "benchmarks/check_ldc/check_ldc.tsv"
     params:
         dirs=json.dumps(DOWNLOADS["ldc"], sort_keys=True),
         required=" ".join(DOWNLOADS["ldc_required"]),
