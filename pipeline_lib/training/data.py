@@ -428,12 +428,26 @@ class TrainLoader:
         loader = DataLoader(self.dataset, batch_size=None,
                             num_workers=0 if stream else self.cfg.num_workers,
                             pin_memory=self.cfg.pin_memory, persistent_workers=False,
+                            worker_init_fn=ignore_stop_signals,
                             generator=torch.Generator().manual_seed(self.cfg.seed + position.epoch))
         batches = read_ahead(iter(loader), self.cfg.num_workers) if stream else iter(loader)
         for i, batch in enumerate(batches):
             if i < position.batches:
                 continue
             yield DataPosition(position.epoch, i + 1), batch
+
+
+def ignore_stop_signals(worker_id: int) -> None:
+    """A loader worker ignores the trainer's stop signals (SIGTERM, SIGUSR1).
+
+    WHY: SLURM signals every process of the job step (``--signal=TERM@120``, ``scancel
+    --signal``), the workers too. A worker killed by it makes DataLoader raise "worker ... is
+    killed by signal" in the trainer, which then dies without the save it was signalled to make.
+    The trainer alone decides: it saves ``last``, exits, and its exit shuts the workers down."""
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def read_ahead(items: Iterator, depth: int) -> Iterator:

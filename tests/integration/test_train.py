@@ -262,3 +262,26 @@ def test_dbsa_manifest_records_the_supervised_share(tmp_path):
     assert abs(sup["src_share"] - want[0] / want[1]) < 0.15
     recs = [r for r in _metrics(tmp_path / "run") if r["split"] == "train"]
     assert all("parse_loss_enc" in r and "parse_loss_dec" in r for r in recs)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_whole_process_group_saves_with_loader_workers(corpus, tmp_path):
+    """SLURM signals every process of the job step, the loader's worker processes too: they
+    ignore it (data.ignore_stop_signals), so the trainer is not killed by "DataLoader worker
+    ... is killed by signal" and saves ``last`` before exiting EXIT_REQUEUE."""
+    train_cfg = {"max_tokens": 300, "max_steps": 400, "warmup": 20, "lr": 2e-3,
+                 "validate_every": 1000, "save_every": 10, "log_every": 10, "dev_bleu": False,
+                 "num_workers": 2}
+    run = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, *_cli(corpus, run, train_cfg)], env=_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)   # its own process group, as a job step's tasks
+    _wait_for(run / "checkpoints" / "step-20", p)
+    workers = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True,
+                             check=False).stdout.split()
+    assert len(workers) >= 3, workers          # the trainer and its two loader workers
+    os.killpg(p.pid, signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == EXIT_REQUEUE, err[-3000:]
+    assert "is killed by signal" not in err
+    assert 20 <= ckpt.load_trainer_state(run / "checkpoints" / "last")["step"] < 400
