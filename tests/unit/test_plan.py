@@ -149,9 +149,8 @@ def test_a_control_equal_to_an_existing_job_is_that_job():
     """DBSA trained from scratch with the baseline's steps on all pairs (the paper's recipe):
     its control is the baseline itself, not a second identical run; on the parsed subset
     (data: heads) it is a run on that subset."""
-    base = load_config()["model_settings"]["transformer"]["train"]
-    same = {"max_steps": base["max_steps"], "warmup": 400, "lr": 1.5e-3, "validate_every": 200,
-            "save_every": 200}
+    base = Plan(load_config()).jobs["transformer"].train
+    same = {k: base[k] for k in ("max_steps", "warmup", "lr", "validate_every", "save_every")}
     plan = Plan(load_config(overrides={"model_settings": {"dbsa": {
         "init_from": None, "data": "sent", "train": same}}}))
     assert plan.controls["dbsa"] == "transformer"
