@@ -1,6 +1,6 @@
 """``translate``: any trained model on a text of one's own, documents in, documents out.
 
-``python -m pipeline_lib.evaluate.translate results/train_model/doct < my.txt > my.en`` (also the
+``python -m pipeline_lib.translate results/train_model/doct < my.txt > my.en`` (also the
 ``translate`` console script). The model is a training job's folder (its ``checkpoints/final``,
 what the pipeline's own evaluation reads; ``--weights best|averaged|last`` picks another) or a
 checkpoint folder; its own ``spm.model`` encodes and decodes.

@@ -19,7 +19,7 @@ SEARCH = ["--beam", "2", "--max-len-b", "5"]
 
 
 def _translate(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline_lib.evaluate.translate", *args],
+    return subprocess.run([sys.executable, "-m", "pipeline_lib.translate", *args],
                           input=stdin, capture_output=True, timeout=300)
 
 
