@@ -8,7 +8,7 @@ Why this shape:
   lengths waste little padding and every batch costs about the same. A row's context (CONTEXT
   mode) is budgeted apart, ``rows * longest context <= max_context_tokens``, so a context model
   and its matched control see the same sentence pairs per update (counting the context in
-  ``max_tokens`` left a DocT batch ~1,800 target tokens of a 4,096 budget).
+  ``max_tokens`` left a two-sentence-context batch ~1,800 target tokens of a 4,096 budget).
 - *Disjoint streams*: the work units (row groups, or interleaved parts of row groups when there
   are fewer row groups than readers) are shuffled with ``seed + epoch`` and dealt round-robin to
   ``world_size * num_workers`` streams, so DDP ranks and DataLoader workers never see the same row.
@@ -174,7 +174,8 @@ def _row_len(row: dict) -> int:
 
 
 def _ctx_len(row: dict) -> int:
-    """Padded size of a row's context: its ids, or slots x the longest slot (CAMN's slots)."""
+    """Padded size of a row's context: its ids, or slots x the longest slot (context given as
+    one slot per previous sentence)."""
     ctx = row.get(CTX_KEY)
     if not ctx:
         return 0
