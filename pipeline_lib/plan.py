@@ -31,6 +31,7 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 PRESET_DIR = ROOT / "config" / "presets"
 THIRD_PARTY = ROOT / "third_party"
+PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
 HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword dependency heads
 
 
@@ -277,6 +278,16 @@ class Plan:
                                f"{zlib.crc32(spec.config_json().encode()) % 10_000:04d}"})
         self.jobs[spec.name] = spec
         return spec.name
+
+    def train_priority(self, job: str) -> int:
+        """Snakemake priority of a training job when cores are scarce: the baseline and every
+        job that starts from it form the longest chain (the baseline has the most updates and
+        the most fine-tunes wait for it), so they go first (10); stanza models and parsing
+        (``PARSE_PRIORITY``, DBSA's data) come next, so that the parse chain is not left for
+        the end; independent chains (cross-task and its controls) fill what is left (1)."""
+        while job != self.baseline and self.jobs[job].init_from:
+            job = self.jobs[job].init_from
+        return 10 if job == self.baseline else 1
 
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
         return self.out("train_model", job, "checkpoints", which)

@@ -88,7 +88,7 @@ class TrainSettings:
     tag_emb_dim: int = 32
     transformed_dim: int = 64
     parser_layers: int = 2
-    parser_batch_size: int = 5000     # tokens per parser update (stanza's default)
+    parser_batch_size: int = 2500     # tokens per parser update (stanza's default: 5000)
     select_fraction: float = 0.1      # share of the dev file kept for stanza's model selection
     seed: int = 1234
 

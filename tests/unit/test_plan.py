@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline_lib.models.registry import MODELS
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import PARSE_PRIORITY, Plan, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p.stem for p in (ROOT / "config" / "presets").glob("*.yaml"))
@@ -256,3 +256,13 @@ def test_rule_jobs_of_downloads_ldc_and_suites():
     assert "stanza_models" not in jobs and "parse_shard" not in jobs   # no heads job: no parse
     assert "discourse_contrastive" not in jobs                          # no suites
     assert [w["model"] for w in jobs["train_model"]] == ["transformer", "doct"]
+
+
+def test_the_baselines_chain_trains_first_then_parsing_then_independent_chains(default):
+    """On 2 cores the default run fits its budget only in this order (README, bench/RESULTS)."""
+    assert default.train_priority("transformer") == 10
+    for job in ("doct", "cache", "camn", "dbsa", default.control_of("doct")):
+        assert default.train_priority(job) == 10, job
+    assert 1 == default.train_priority("crosstask_pretrain") < PARSE_PRIORITY < 10
+    assert default.train_priority("crosstask") == 1
+    assert default.train_priority(default.control_of("crosstask")) == 1

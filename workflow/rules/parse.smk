@@ -4,6 +4,7 @@
 import json
 
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.plan import PARSE_PRIORITY
 
 
 wildcard_constraints:
@@ -26,6 +27,7 @@ rule stanza_models:
         code=code_hash("parse.stanza_models"),
     # one thread per language: both languages train side by side on 2 cores
     threads: 1
+    priority: PARSE_PRIORITY   # after the baseline's chain, before independent chains: train.smk
     conda:
         "../../envs/parse.yaml"
     shell:
@@ -54,6 +56,7 @@ rule parse_shard:
         batch_size=config["parse"]["batch_size"],
         code=code_hash("parse.dependencies", "parse.stanza_models"),
     threads: config["parse"]["threads"]
+    priority: PARSE_PRIORITY
     conda:
         "../../envs/parse.yaml"
     shell:
@@ -83,6 +86,7 @@ rule parse_corpus:
         src=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "src")),
         tgt=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "tgt")),
         code=code_hash("parse.dependencies", "parse.stanza_models"),
+    priority: PARSE_PRIORITY
     conda:
         "../../envs/parse.yaml"
     shell:

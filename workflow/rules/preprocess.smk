@@ -4,6 +4,7 @@
 from pathlib import Path
 
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.plan import PARSE_PRIORITY
 
 
 # Only corpora with a train or mono split (the text BPE learns from): editing a test-only corpus
@@ -84,6 +85,7 @@ rule encode_heads:
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 1   # beside the training jobs: see train.smk
+    priority: PARSE_PRIORITY
     conda:
         "../../envs/preprocess.yaml"
     shell:
@@ -106,6 +108,7 @@ rule make_head_shards:
         row_group=config["shards"]["row_group_rows"],
         max_len=config["shards"]["max_len"],
         code=code_hash("preprocess.shards"),
+    priority: PARSE_PRIORITY
     conda:
         "../../envs/preprocess.yaml"
     shell:

@@ -51,9 +51,10 @@ rule train_model:
     # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
     # The launcher shares them among the node's processes (OMP_NUM_THREADS).
     threads: config["cluster"]["train_threads"]
-    # The longest chain (baseline -> fine-tunes -> decoding) goes first when cores are scarce;
-    # stanza training and parsing (DBSA's data only) fill the other core.
-    priority: 10
+    # When cores are scarce the baseline's chain (baseline -> fine-tunes -> decoding, the
+    # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
+    # (cross-task and its controls): plan.train_priority.
+    priority: lambda wc: plan.train_priority(wc.model)
     # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption): a retry resumes from checkpoints/last.
     # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
     # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
