@@ -1,6 +1,7 @@
 """``translate`` on the tiny pipeline's trained models: a two-document text comes back with the
-same layout, and for the same input the hypotheses are the strings rule decode_test wrote, for a
-sentence-level model, a context model, the cache (history) and cross-task (both units)."""
+same layout, and for the same input the hypotheses are the strings rule decode_test wrote, for
+every registered model: the sentence-level ones (transformer, DBSA), the context models, the
+cache (history) and cross-task (both units)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _two_documents() -> bytes:
 
 
 @pytest.mark.parametrize("system,job,unit", [
-    ("transformer", "transformer", "document"), ("doct", "doct", "document"),
+    ("transformer", "transformer", "document"), ("dbsa", "dbsa", "document"),
+    ("doct", "doct", "document"),
     ("camn", "camn", "document"), ("cache", "cache", "document"),
     ("crosstask", "crosstask", "document"), ("crosstask_sent", "crosstask", "sentence")])
 def test_translate_equals_decode_test_and_keeps_the_layout(tiny_pipeline, system, job, unit):
