@@ -71,31 +71,31 @@ class TorchReference(nn.Module):
         return F.linear(h, self.embed.weight)                               # (B, T, V)
 
 
+def _layer_map(r: str, o: str, suffix: str, ffn_norm: str) -> dict[str, list[str]]:
+    """Self-attention and feed-forward of one layer, shared by encoder and decoder layers
+    (torch numbers the feed-forward's norm after the layer's other norms: ``ffn_norm``)."""
+    return {f"{r}.self_attn.in_proj_{suffix}": [f"{o}.self_attn.fn.qkv.{suffix}"],
+            f"{r}.self_attn.out_proj.{suffix}": [f"{o}.self_attn.fn.out.{suffix}"],
+            f"{r}.linear1.{suffix}": [f"{o}.ffn.fn.w1.{suffix}"],
+            f"{r}.linear2.{suffix}": [f"{o}.ffn.fn.w2.{suffix}"],
+            f"{r}.norm1.{suffix}": [f"{o}.self_attn.norm.{suffix}"],
+            f"{r}.{ffn_norm}.{suffix}": [f"{o}.ffn.norm.{suffix}"]}
+
+
 def _weight_map(ours: Transformer) -> dict[str, list[str]]:
     """Reference parameter name -> the names of ours that make it up (concatenated on dim 0)."""
     m: dict[str, list[str]] = {"embed.weight": ["embed.weight"]}
     for i in range(len(ours.encoder)):
-        o, r = f"encoder.{i}.blocks", f"core.encoder.layers.{i}"
         for suffix in ("weight", "bias"):
-            m[f"{r}.self_attn.in_proj_{suffix}"] = [f"{o}.self_attn.fn.qkv.{suffix}"]
-            m[f"{r}.self_attn.out_proj.{suffix}"] = [f"{o}.self_attn.fn.out.{suffix}"]
-            m[f"{r}.linear1.{suffix}"] = [f"{o}.ffn.fn.w1.{suffix}"]
-            m[f"{r}.linear2.{suffix}"] = [f"{o}.ffn.fn.w2.{suffix}"]
-            m[f"{r}.norm1.{suffix}"] = [f"{o}.self_attn.norm.{suffix}"]
-            m[f"{r}.norm2.{suffix}"] = [f"{o}.ffn.norm.{suffix}"]
+            m.update(_layer_map(f"core.encoder.layers.{i}", f"encoder.{i}.blocks", suffix, "norm2"))
     for i in range(len(ours.decoder)):
         o, r = f"decoder.{i}.blocks", f"core.decoder.layers.{i}"
         for suffix in ("weight", "bias"):
-            m[f"{r}.self_attn.in_proj_{suffix}"] = [f"{o}.self_attn.fn.qkv.{suffix}"]
-            m[f"{r}.self_attn.out_proj.{suffix}"] = [f"{o}.self_attn.fn.out.{suffix}"]
+            m.update(_layer_map(r, o, suffix, "norm3"))
             m[f"{r}.multihead_attn.in_proj_{suffix}"] = [f"{o}.cross_attn.fn.q.{suffix}",
                                                         f"{o}.cross_attn.fn.kv.{suffix}"]
             m[f"{r}.multihead_attn.out_proj.{suffix}"] = [f"{o}.cross_attn.fn.out.{suffix}"]
-            m[f"{r}.linear1.{suffix}"] = [f"{o}.ffn.fn.w1.{suffix}"]
-            m[f"{r}.linear2.{suffix}"] = [f"{o}.ffn.fn.w2.{suffix}"]
-            m[f"{r}.norm1.{suffix}"] = [f"{o}.self_attn.norm.{suffix}"]
             m[f"{r}.norm2.{suffix}"] = [f"{o}.cross_attn.norm.{suffix}"]
-            m[f"{r}.norm3.{suffix}"] = [f"{o}.ffn.norm.{suffix}"]
     if ours.cfg.norm_first:
         for suffix in ("weight", "bias"):
             m[f"core.encoder.norm.{suffix}"] = [f"enc_norm.{suffix}"]
