@@ -5,6 +5,11 @@ Putting this hash in ``params`` makes a change in ``pipeline_lib/<module>`` reru
 use it (and only those). The modules a rule names are followed through their ``pipeline_lib``
 imports (lazy ones inside functions too), so a rule cannot miss a helper its entry point
 reaches: a hand-kept list went stale as soon as a module gained an import.
+
+Only static imports are followed, and a package stands for its ``__init__.py`` alone: the
+places that choose a module by name at run time (the model registry, the ingest readers) are
+where one job's code differs from another's, so the rule names that module itself
+(``Plan.train_code``, ``Plan.ingest_code``) and a job hashes what it runs, not its siblings.
 """
 
 from __future__ import annotations
@@ -18,11 +23,10 @@ PACKAGE = "pipeline_lib"
 
 
 def _files(name: str) -> list[Path]:
-    """Source files of ``pipeline_lib.<name>`` (all of a subpackage); [] when there is none."""
-    base = PACKAGE_ROOT.joinpath(*name.split(".")) if name else PACKAGE_ROOT / "__init__"
-    if base.is_dir():
-        return sorted(base.rglob("*.py"))
-    f = base.with_suffix(".py")
+    """The source file of module ``pipeline_lib.<name>`` (a package's ``__init__.py``); []
+    when there is none."""
+    base = PACKAGE_ROOT.joinpath(*name.split(".")) if name else PACKAGE_ROOT
+    f = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
     return [f] if f.exists() else []
 
 
@@ -49,8 +53,15 @@ def _imported(f: Path) -> set[str]:
     return names
 
 
+def _parents(name: str) -> list[str]:
+    """The packages Python initialises before module ``name`` (``models.cache`` -> ``models``)."""
+    parts = name.split(".")[:-1]
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
 def closure(*modules: str) -> list[Path]:
-    """The files of ``modules`` and of every package module they import, transitively."""
+    """The files of ``modules``, of the packages that hold them and of every package module they
+    import, transitively."""
     seen: set[Path] = set()
     todo = list(modules)
     while todo:
@@ -61,18 +72,16 @@ def closure(*modules: str) -> list[Path]:
         for f in files:
             if f not in seen:
                 seen.add(f)
-                todo.extend(n for n in _imported(f) if _files(n))
+                todo.extend(n for n in [*_parents(name), *_imported(f)] if _files(n))
     return sorted(seen)
 
 
 def code_hash(*modules: str) -> str:
-    """sha256 (16 hex chars) over the source of the named modules or subpackages and of what
-    they import from the package. ``modules`` are dotted names relative to ``pipeline_lib``
-    (``"ingest"``, ``"models.layers"``); a subpackage includes all its ``.py`` files. The shared
-    helpers every stage imports (``schema``, ``manifest``, ``constants``) are always included.
-    """
+    """sha256 (16 hex chars) over the source of the named modules and of what they import from
+    the package. ``modules`` are dotted names relative to ``pipeline_lib`` (``"ingest.__main__"``,
+    ``"models.cache"``)."""
     h = hashlib.sha256()
-    for f in closure(*sorted(set(modules) | {"schema", "manifest", "constants"})):
+    for f in closure(*sorted(set(modules))):
         h.update(str(f.relative_to(PACKAGE_ROOT)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]

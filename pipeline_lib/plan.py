@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.codehash import code_hash
 from pipeline_lib.constants import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
+from pipeline_lib.layout import ROOT, shared_dir
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 PRESET_DIR = ROOT / "config" / "presets"
-THIRD_PARTY = ROOT / "third_party"
 PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
 HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword dependency heads
 
@@ -150,6 +150,14 @@ class Plan:
             return [self.resource("corpora", spec["download"], "manifest.json")]
         return reader_module(spec["reader"]).input_files(spec)
 
+    def ingest_code(self, corpus: str) -> str:
+        """Code hash of a corpus's ingestion: the shared reading code and its own reader (the
+        ingest CLI picks the reader by name at run time, which code_hash does not follow)."""
+        from pipeline_lib.ingest import READERS
+
+        return code_hash("ingest.__main__",
+                         f"ingest.{READERS[self.config['corpora'][corpus]['reader']]}")
+
     @property
     def head_corpora(self) -> list[str]:
         """Corpora whose parses some job trains on (``data: heads``: the DBSA supervision); only
@@ -170,13 +178,22 @@ class Plan:
         return "sent" if data == HEADS else data
 
     # --- parsing -------------------------------------------------------------------------
-    @property
-    def shared_dir(self) -> str:
-        """Material machines cannot download (UD treebanks): env DOCMT_SHARED, else
-        ``shared_dir``, else the repository's third_party/ folder (its own copies)."""
-        import os
+    def treebank_digest(self, lang: str) -> str:
+        """sha256 of the UD treebank files that would train language ``lang``'s stanza model,
+        where the shared folder (:func:`pipeline_lib.layout.shared_dir`) holds them ("" where it
+        does not: then the pinned commit in the config names them). Rule stanza_models passes
+        the configured folder, not its resolved place, and reruns when this content changes:
+        a moved checkout retrains nothing."""
+        import hashlib
 
-        return os.environ.get("DOCMT_SHARED") or self.config["shared_dir"] or str(THIRD_PARTY)
+        tb = self.config["stanza"]["treebanks"].get(lang)
+        h = hashlib.sha256()
+        folder = shared_dir(self.config["shared_dir"]) / "ud"
+        files = sorted((folder / tb["name"]).glob("*.conllu")) if tb else []
+        for f in files:
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        return h.hexdigest()[:16] if files else ""
 
     def side_lang(self, side: str) -> str:
         return self.config["src_lang" if side == "src" else "tgt_lang"]
@@ -288,6 +305,18 @@ class Plan:
         while job != self.baseline and self.jobs[job].init_from:
             job = self.jobs[job].init_from
         return 10 if job == self.baseline else 1
+
+    def train_code(self, job: str) -> str:
+        """Code hash of a training job: the trainer, the shared core and the module of the job's
+        own model (``pipeline_lib/models/<name>.py``, which the registry imports by name), so
+        editing one model retrains its jobs and what starts from them, not the others."""
+        return code_hash("training.train", "training.launch",
+                         f"models.{self.jobs[job].model['name']}")
+
+    def model_code(self, system: str, *entry: str) -> str:
+        """Code hash of a stage that runs an evaluated system's model (decoding, contrastive
+        scoring): the stage's ``entry`` modules and the model's own module."""
+        return code_hash(*entry, f"models.{self.jobs[self.systems[system][0]].model['name']}")
 
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
         return self.out("train_model", job, "checkpoints", which)

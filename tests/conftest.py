@@ -36,13 +36,15 @@ EXTRA_CORPUS = {  # a second, test-only corpus: touching it must not rerun the B
 TINY_STEPS = {"max_steps": 6, "warmup": 3, "validate_every": 6, "save_every": 6, "log_every": 2}
 
 
-def tiny_config(work: Path, resources: Path, shared: Path) -> dict:
-    """Every stage at toy size: 20 Bible chapters, one-chapter dev/test books, 1+1-layer models."""
+def tiny_config(work: Path, resources: Path) -> dict:
+    """Every stage at toy size: 20 Bible chapters, one-chapter dev/test books, 1+1-layer models.
+    No ``shared_dir``: the treebanks are the checkout's own (or env DOCMT_SHARED's), as in the
+    default run, so a copy of the checkout and the run elsewhere plans nothing
+    (tests/integration/test_reruns.py)."""
     jobs = ["transformer", "dbsa", "doct", "cache", "camn", "crosstask_pretrain", "crosstask"]
     return {
         "results_dir": "results",
         "resources_dir": str(resources),
-        "shared_dir": str(shared),
         "corpora": {
             "bible": {"reader": "bible", "max_chapters": 20, "dev_books": ["Obadiah"],
                       "test_books": ["Jude"]},
@@ -67,23 +69,24 @@ def tiny_config(work: Path, resources: Path, shared: Path) -> dict:
     }
 
 
-def run_snakemake(work: Path, *args: str, timeout: float = 900,
-                  preset: str | None = None) -> subprocess.CompletedProcess:
-    """snakemake on the project's Snakefile in ``work``, its config.yaml over the default's.
+def run_snakemake(work: Path, *args: str, timeout: float = 900, preset: str | None = None,
+                  root: Path = ROOT) -> subprocess.CompletedProcess:
+    """snakemake on the Snakefile of checkout ``root`` (this one) in ``work``, its config.yaml
+    over the default's.
 
     With ``preset``, ``--config preset=<name>`` and work/config.yaml alone: every --configfile
     counts as command-line config, which wins over a preset, so passing the default config too
     would put the default's sections back over the preset's."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "PYTHONPATH": str(root),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     if preset is None:
         # the Snakefile's `configfile: config/config.yaml` is relative to the working directory
-        config = ["--configfile", str(ROOT / "config" / "config.yaml"), str(work / "config.yaml")]
+        config = ["--configfile", str(root / "config" / "config.yaml"), str(work / "config.yaml")]
     else:
         if not (work / "config").exists():   # where `configfile: config/config.yaml` looks
-            (work / "config").symlink_to(ROOT / "config")
+            (work / "config").symlink_to(root / "config")
         config = ["--configfile", str(work / "config.yaml"), "--config", f"preset={preset}"]
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "--directory",
            str(work), *config, *args]
     return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -102,7 +105,7 @@ def tiny_pipeline(tmp_path_factory, request, shared_dir) -> Path:
     for name, lines in EXTRA_CORPUS.items():
         (work / name).write_text("\n".join(lines) + "\n")
     resources = Path(request.config.cache.mkdir("tiny_pipeline_resources"))
-    cfg = tiny_config(work, resources, shared_dir)
+    cfg = tiny_config(work, resources)
     (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     proc = run_snakemake(work, "--cores", "2")
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-20000:]

@@ -108,6 +108,7 @@ from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import LayerContext
 from pipeline_lib.models.output import ModelOutput
+from pipeline_lib.models.registry import register
 from pipeline_lib.models.transformer import EncoderOut, Transformer
 
 CACHE_GATE = "cache_gate"      # module holding U, V, W (the only step-2 trainables)
@@ -293,6 +294,7 @@ def _record_context(module: nn.Module, args: tuple, output: torch.Tensor) -> Non
     args[1].extra[_CONTEXT] = output
 
 
+@register("cache")
 class CacheTransformer(Transformer):
     """Transformer + continuous cache read before the output layer (Tu et al. 2018)."""
 

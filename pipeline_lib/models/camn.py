@@ -118,6 +118,7 @@ from pipeline_lib.models.inputs import (ModelInputs, PreviousSentences, Previous
                                         RandomSentences, SpecialIds, require_special)
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, FeedForward, Layer,
                                         LayerContext, Memory, SubLayer)
+from pipeline_lib.models.registry import register
 from pipeline_lib.models.transformer import EncoderOut, Transformer
 
 CTX_SENTS = "ctx_sents"          # batch.extra key of the weighted mode: (B, N, L) memory sentences
@@ -166,6 +167,7 @@ class ContextGate(nn.Module):
         return torch.sigmoid(self.w_g(torch.cat([h_source, h_context], dim=-1)))
 
 
+@register("camn")
 class CAMNTransformer(Transformer):
     """Transformer whose encoder output is gated with an inter-sentence memory read (Jiang et al.)."""
 

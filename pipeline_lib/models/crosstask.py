@@ -134,6 +134,7 @@ from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import DocumentRule, ModelInputs, SpecialIds, require_special
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, LayerContext, Memory,
                                         SubLayer)
+from pipeline_lib.models.registry import register
 from pipeline_lib.models.transformer import EncoderOut, Transformer
 
 DOC_SRC = "doc_src"             # batch.extra key: (N, D, L) sentences of the (sub-)documents
@@ -230,6 +231,7 @@ class GlobalContextGate(nn.Module):
         return torch.sigmoid(self.w_g(torch.cat([h, g], dim=-1)))
 
 
+@register("crosstask")
 class CrossTaskTransformer(Transformer):
     """Transformer + global context encoder (shared sub-layers) + gate (Chen et al. 2021)."""
 

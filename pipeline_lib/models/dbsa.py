@@ -104,6 +104,7 @@ from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import Attention, AttnKind, LayerContext, cache_append
 from pipeline_lib.models.output import ModelOutput
+from pipeline_lib.models.registry import register
 from pipeline_lib.models.transformer import Transformer
 
 SELF_ATTN = "self_attn"            # the block whose attention function gets the parse head
@@ -225,6 +226,7 @@ def parse_loss(log_attn: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor
     return loss, acc
 
 
+@register("dbsa")
 class DependencyTransformer(Transformer):
     """Transformer with a supervised bi-affine parse head in one encoder and one decoder layer."""
 

@@ -86,6 +86,7 @@ from pipeline_lib.models.inputs import (ModelInputs, PreviousSentences, SpecialI
                                         require_special)
 from pipeline_lib.models.layers import (Attention, AttnKind, LayerContext, Memory, SubLayer,
                                         encoder_layer)
+from pipeline_lib.models.registry import register
 from pipeline_lib.models.transformer import Transformer
 
 CONTEXT_MEMORY = "context"      # the context encoder output, attended by every ctx_attn block
@@ -160,6 +161,7 @@ class GatedSubLayer(nn.Module):
         return y if self.norm_first else self.norm(y)
 
 
+@register("doct")
 class DocTransformer(Transformer):
     """Transformer + context encoder + context attention in both stacks (Zhang et al. 2018)."""
 

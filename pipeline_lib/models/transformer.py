@@ -28,6 +28,7 @@ from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,
                                         encoder_layer, select_rows, sinusoidal_positions)
 from pipeline_lib.models.output import ModelOutput
+from pipeline_lib.models.registry import register
 
 
 def _select(obj: Any, index: torch.Tensor) -> Any:
@@ -109,6 +110,7 @@ class DecoderState:
                             _select(self.extra, index), self.beam)
 
 
+@register("transformer")
 class Transformer(nn.Module):
     """Encoder-decoder Transformer; ``forward`` for training, ``encode``/``decode_step`` for search."""
 

@@ -50,6 +50,7 @@ from typing import Any, Iterator
 from pipeline_lib.atomic import write_text
 from pipeline_lib.constants import MANIFEST_FILE, STANZA_MODEL_FILE
 from pipeline_lib.ingest.download import DownloadError, fetch
+from pipeline_lib.layout import shared_dir
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("stanza_models")
@@ -389,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lang", required=True)
     ap.add_argument("--spec", default="{}", help="the `stanza` config section as JSON")
-    ap.add_argument("--shared-dir", type=Path, required=True)
+    ap.add_argument("--shared-dir", default="", help="folder with ud/<treebank>/ ('' = env "
+                    "DOCMT_SHARED, else the repository's third_party/)")
     ap.add_argument("--resources-dir", type=Path, required=True, help="e.g. resources/stanza")
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--threads", type=int, default=1)
@@ -398,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = StanzaConfig.from_dict(json.loads(args.spec))
     manifest = Manifest(stage="stanza_models", params={"lang": args.lang, **json.loads(args.spec)})
     try:
-        desc = provide(args.lang, cfg, args.shared_dir, args.resources_dir, args.threads)
+        desc = provide(args.lang, cfg, shared_dir(args.shared_dir), args.resources_dir,
+                       args.threads)
     except MissingModelError as e:
         log.error("%s", e)
         return 2

@@ -163,13 +163,15 @@ RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log
                                "device", "compile"})
 
 
-#: Modules whose source decides what a training step computes; a change restarts a run.
-TRAINING_CODE = ("training.train", "models")
+def run_record(tcfg: TrainConfig, model: str) -> dict[str, Any]:
+    """The train config as saved in checkpoints, with the hash of the code that decides what a
+    training step of registry model ``model`` computes (a change restarts the run): the trainer
+    and the module that defines the model, not the other models' modules."""
+    from pipeline_lib.models.registry import MODELS
 
-
-def run_record(tcfg: TrainConfig) -> dict[str, Any]:
-    """The train config as saved in checkpoints, with the hash of the training code."""
-    return {**tcfg.to_dict(), "code_hash": code_hash(*TRAINING_CODE)}
+    module = MODELS[model].__module__.split(".", 1)
+    own = [module[1]] if module[0] == "pipeline_lib" else []   # a test's model has none here
+    return {**tcfg.to_dict(), "code_hash": code_hash("training.train", *own)}
 
 
 def same_run(saved: dict[str, Any], model_dict: dict[str, Any], tcfg: TrainConfig) -> bool:
@@ -177,7 +179,8 @@ def same_run(saved: dict[str, Any], model_dict: dict[str, Any], tcfg: TrainConfi
 
     A Snakemake retry after pre-emption must continue; a re-run after a change of the model,
     of the optimisation settings or of the training code must not continue the old run."""
-    now = {k: v for k, v in run_record(tcfg).items() if k not in RESUMABLE_CHANGES}
+    now = {k: v for k, v in run_record(tcfg, model_dict["name"]).items()
+           if k not in RESUMABLE_CHANGES}
     before = {k: v for k, v in saved.get("train", {}).items() if k not in RESUMABLE_CHANGES}
     return saved.get("model") == model_dict and before == now
 
@@ -293,7 +296,7 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=unused)
         self.forward = torch.compile(self.ddp) if tcfg.compile else self.ddp
-        self.record = run_record(tcfg)
+        self.record = run_record(tcfg, self.mcfg.name)
 
     def _log(self, message: str) -> None:
         if self.info.is_main:

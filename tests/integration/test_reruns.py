@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -121,5 +122,85 @@ def test_one_models_setting_reruns_only_that_model(tiny_pipeline):
     assert {wc for r, wc in jobs if r == "train_model"} == {"model=doct", f"model={control}"}
     assert {wc.split(",")[0] for r, wc in jobs if r == "decode_test"} == {"model=doct",
                                                                           f"model={control}"}
+    assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
+                              "discourse_consistency", "report", "all"}
+
+
+# --- code changes and a moved checkout: a copy of the code and of the finished run, elsewhere
+
+CODE = ("Snakefile", "workflow", "pipeline_lib", "config", "third_party")
+
+
+@pytest.fixture
+def moved(tiny_pipeline, tmp_path) -> tuple[Path, Path]:
+    """(checkout, run): copies of this checkout's code and of the finished tiny run, each in
+    another folder (``copy2`` keeps the files' times, as ``cp -a`` or ``rsync -a`` do)."""
+    root, work = tmp_path / "checkout", tmp_path / "run"
+    for name in CODE:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            root.mkdir(exist_ok=True)
+            shutil.copy2(src, root / name)
+    shutil.copytree(tiny_pipeline, work, symlinks=True)
+    return root, work
+
+
+def planned_in(root: Path, work: Path) -> set[tuple[str, str]]:
+    proc = run_snakemake(work, "-n", timeout=300, root=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {(rule, (m.group(1) if (m := re.search(r"^    wildcards: (.*)$", body, re.M)) else ""))
+            for rule, body in JOB.findall(proc.stdout + proc.stderr)}
+
+
+def _edit(root: Path, module: str) -> None:
+    """A comment appended to ``pipeline_lib/<module>``: new code, same behaviour."""
+    with open(root / "pipeline_lib" / module, "a") as f:
+        f.write("\n# edited by tests/integration/test_reruns.py\n")
+
+
+EVALUATION = {("score_test", ""), ("discourse_consistency", ""), ("report", ""), ("all", "")}
+
+
+def _decodings(work: Path, *systems: str) -> set[tuple[str, str]]:
+    cfg = _config(work)
+    return {("decode_test", f"model={m}, corpus={c}, split=test")
+            for m in systems for c in cfg["corpora"]}
+
+
+def test_moved_checkout_and_run_plan_nothing(moved):
+    """No rule parameter holds a path of the checkout (the UD treebanks count by content)."""
+    assert planned_in(*moved) == set()
+
+
+def test_edited_model_reruns_its_chain_only(moved):
+    """models/cache.py: the cache job, its decodings and the evaluation; not the baseline, the
+    other models or the controls (each training job hashes its own model's module)."""
+    root, work = moved
+    _edit(root, "models/cache.py")
+    assert planned_in(root, work) == ({("train_model", "model=cache")}
+                                      | _decodings(work, "cache") | EVALUATION)
+
+
+def test_edited_reader_reruns_its_corpora_only(moved):
+    """ingest/plaintext.py: the ingestion of `extra` (reader plaintext) and what reads it, as if
+    its file had changed; not the Bible's (reader bible), so no BPE and no training."""
+    root, work = moved
+    _edit(root, "ingest/plaintext.py")
+    jobs = planned_in(root, work)
+    assert ("ingest_corpus", "corpus=extra") in jobs
+    assert not {r for r, wc in jobs if "bible" in wc or r in ("train_bpe", "train_model")}, jobs
+
+
+def test_edited_transformer_core_retrains_every_job(moved):
+    """models/transformer.py is every model's core: every training job (controls included) and
+    every decoding, nothing before training."""
+    root, work = moved
+    _edit(root, "models/transformer.py")
+    jobs = planned_in(root, work)
+    plan = _plan(_config(work))
+    assert {wc for r, wc in jobs if r == "train_model"} == {f"model={j}" for j in plan.jobs}
     assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
                               "discourse_consistency", "report", "all"}

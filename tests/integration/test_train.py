@@ -150,7 +150,7 @@ def test_kill9_and_sigterm_resume_bit_identical(corpus, tmp_path):
 
 def test_resume_only_the_same_run():
     cfg = TrainConfig(max_steps=10, lr=1e-3)
-    saved = {"model": dict(TINY), "train": run_record(cfg)}
+    saved = {"model": dict(TINY), "train": run_record(cfg, TINY["name"])}
     assert same_run(saved, dict(TINY), TrainConfig(max_steps=50, lr=1e-3, validate_every=7))
     assert not same_run(saved, dict(TINY), TrainConfig(max_steps=10, lr=2e-3))
     assert not same_run(saved, {**TINY, "d_model": 64}, cfg)

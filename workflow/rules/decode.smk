@@ -2,8 +2,6 @@
 systems come from plan.systems (a model decoded with its documents, and cross-task models a
 second time sentence by sentence as <model>_sent)."""
 
-from pipeline_lib.codehash import code_hash
-
 
 rule decode_test:
     wildcard_constraints:
@@ -30,7 +28,7 @@ rule decode_test:
         greedy="--greedy" if config["decode"]["greedy"] else "",
         mode=config["decode"]["mode"],
         unit=lambda wc: plan.systems[wc.model][1],
-        code=code_hash("evaluate.decode"),
+        code=lambda wc: plan.model_code(wc.model, "evaluate.decode"),
     threads: 1  # small models: one thread each, several decodes side by side
     conda:
         "../../envs/train.yaml"

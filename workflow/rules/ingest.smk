@@ -2,8 +2,6 @@
 
 import json
 
-from pipeline_lib.codehash import code_hash
-
 
 rule ingest_corpus:
     input:
@@ -20,7 +18,7 @@ rule ingest_corpus:
         # the corpus's config entry as one JSON argument (also a rerun trigger)
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
         max_line_chars=config["ingest"]["max_line_chars"],
-        code=code_hash("ingest"),
+        code=lambda wc: plan.ingest_code(wc.corpus),
     priority: 10   # ahead of stanza: see train.smk
     conda:
         "../../envs/ingest.yaml"

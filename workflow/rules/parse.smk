@@ -22,7 +22,11 @@ rule stanza_models:
         "benchmarks/stanza_models/{lang}.tsv"
     params:
         spec=json.dumps(config["stanza"], sort_keys=True),
-        shared=plan.shared_dir,
+        # the configured folder ("" = env DOCMT_SHARED or the repository's third_party/,
+        # resolved by the job) and the content of its treebank files: never a path of the
+        # checkout, so a moved checkout does not retrain the parsers
+        shared=config["shared_dir"] or "",
+        treebanks=lambda wc: plan.treebank_digest(wc.lang),
         store=plan.resource("stanza"),
         code=code_hash("parse.stanza_models"),
     # one thread per language: both languages train side by side on 2 cores
@@ -32,7 +36,7 @@ rule stanza_models:
         "../../envs/parse.yaml"
     shell:
         "python -m pipeline_lib.parse.stanza_models --lang {wildcards.lang:q} --spec {params.spec:q}"
-        " --shared-dir {params.shared:q} --resources-dir {params.store:q}"
+        " --shared-dir={params.shared:q} --resources-dir {params.store:q}"
         " --out-dir $(dirname {output.model:q}) --threads {threads} > {log:q} 2>&1"
 
 

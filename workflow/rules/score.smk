@@ -83,7 +83,7 @@ rule discourse_contrastive:
         suites=json.dumps(plan.suites, sort_keys=True),
         lang_pair=f"{config['src_lang']}-{config['tgt_lang']}",
         max_examples=config["score"]["discourse_max_examples"],
-        code=code_hash("evaluate.discourse"),
+        code=lambda wc: plan.model_code(wc.model, "evaluate.discourse"),
     conda:
         "../../envs/score.yaml"
     shell:

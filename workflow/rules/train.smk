@@ -2,8 +2,6 @@
 pipeline_lib.training.launch) with the two-step recipes of the papers (config model_settings:
 init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan.py)."""
 
-from pipeline_lib.codehash import code_hash
-
 
 rule train_model:
     wildcard_constraints:
@@ -38,7 +36,7 @@ rule train_model:
         out_dir=lambda wc: plan.out("train_model", wc.model),
         nodes=config["cluster"]["nodes"],
         gpus=config["cluster"]["gpus_per_node"],
-        code=code_hash("training.train", "training.launch"),
+        code=lambda wc: plan.train_code(wc.model),
     # The job's shape comes from config cluster alone (profiles/slurm adds partition, memory,
     # time): `nodes` and `gres` are snakemake-executor-plugin-slurm's sbatch --nodes and --gres,
     # GPUs per node (its `gpu` would be --gpus, a total that the nodes share); "" = no GPU.
