@@ -9,16 +9,17 @@ threads each of its processes gets. The decision is a pure function of its input
 unit-tested without a cluster.
 
 Nodes: the count comes from the config (``--nodes``, config ``cluster.nodes``), never from the job
-step's environment: the plugin's jobstep strips ``SLURM_JOB_NUM_NODES``/``SLURM_NNODES`` and real
-``srun -n1 --nodes=2`` shrinks its step to one node, so a step can look like a one-node job in a
-two-node allocation. The allocation's node list (``SLURM_JOB_NODELIST``, which every step keeps)
-must hold that many nodes; a mismatch stops the job before it trains on part of what it asked for.
+step's environment: the plugin's jobstep strips the job's SLURM variables before its ``srun``, and
+real ``srun -n1 --nodes=2`` shrinks its step to one node, so the step can look like a one-node job
+in a two-node allocation. The allocation (the controller's ``NodeList`` of the job, else
+``SLURM_JOB_NODELIST``) must hold that many nodes; a mismatch stops the job before it trains on
+part of what it asked for.
 
 Requeue: a pre-empted job that SLURM does not requeue ends PREEMPTED, and
 snakemake-executor-plugin-slurm (2.8.0) leaves such a job to SLURM and polls it for ever. So under
-SLURM the launcher reads the job (``scontrol show job``: ``Requeue``, ``Restarts``, ``Partition``)
-and its partition (``PreemptMode``) first, and with ``--require-requeue 1`` (rule train_model's
-resource ``require_requeue``) refuses to start a job whose pre-emption would not requeue it.
+SLURM the launcher reads the job (``scontrol show job``: ``Requeue``, ``Restarts``, ``Partition``,
+``NodeList``) and its partition (``PreemptMode``) first, and with ``--require-requeue 1`` (rule
+train_model's resource ``require_requeue``) refuses to start a job that a pre-emption would end.
 
 Several nodes: the rule's shell runs inside the job step that snakemake-executor-plugin-slurm
 starts (``srun -n1 ... snakemake``, one task on the first node holding all its CPUs), so a second
@@ -120,17 +121,19 @@ class AllocationMismatch(RuntimeError):
     """The SLURM allocation does not hold the nodes the config asks for."""
 
 
-def plan(env: Mapping[str, str], nodes: int = 1, gpus_per_node: int = 0,
-         cpus: int = 1) -> LaunchPlan:
+def plan(env: Mapping[str, str], nodes: int = 1, gpus_per_node: int = 0, cpus: int = 1,
+         nodelist: str | None = None) -> LaunchPlan:
     """Combine the job's environment with the requested shape (config ``cluster``, threads).
 
-    ``nodes`` is the config's; inside a SLURM job the allocation's node list must hold exactly
-    that many (a one-node trainer may run in a larger allocation: :func:`main` says so)."""
+    ``nodes`` is the config's; inside a SLURM job the allocation (``nodelist``, the controller's
+    record of the job; else ``SLURM_JOB_NODELIST``) must hold exactly that many nodes (a one-node
+    trainer may run in a larger allocation: :func:`main` says so)."""
     job = env.get("SLURM_JOB_ID")
-    hosts = tuple(expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))) if job else ()
+    nodelist = nodelist or env.get("SLURM_JOB_NODELIST", "")
+    hosts = tuple(expand_hostlist(nodelist)) if job else ()
     if job and nodes > 1 and not hosts:
-        raise AllocationMismatch(f"{nodes} nodes requested, but SLURM job {job} shows no node "
-                                 "list (SLURM_JOB_NODELIST) to check them against")
+        raise AllocationMismatch(f"{nodes} nodes requested, but neither scontrol nor "
+                                 f"SLURM_JOB_NODELIST shows the nodes of SLURM job {job}")
     if hosts and (len(hosts) < nodes or (nodes > 1 and len(hosts) != nodes)):
         raise AllocationMismatch(
             f"config cluster.nodes = {nodes}, but SLURM job {job} holds {len(hosts)} node(s) "
@@ -213,8 +216,8 @@ def child_env(env: Mapping[str, str], cmd: Sequence[str], p: LaunchPlan) -> dict
 
 
 def scontrol_record(*what: str) -> dict[str, str]:
-    """``scontrol -o show <what>`` as a dict (``JobState=RUNNING Requeue=1 ...``); {} when
-    scontrol is missing or fails. Only keys whose values hold no spaces are read reliably."""
+    """``scontrol -o show <what>`` as a dict (``JobState=RUNNING Requeue=1 NodeList=n[1-2]
+    ...``); {} when scontrol is missing or fails. Only values without spaces are read reliably."""
     try:
         out = subprocess.run(["scontrol", "-o", "show", *what], capture_output=True, text=True,
                              timeout=30, check=True).stdout
@@ -300,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if env.get("SLURM_JOB_ID"):
         check_requeue(job, bool(args.require_requeue))
     try:
-        layout = plan(env, args.nodes, args.gpus_per_node, args.cpus)
+        layout = plan(env, args.nodes, args.gpus_per_node, args.cpus, job.get("NodeList"))
     except AllocationMismatch as e:
         sys.exit(f"launch: error: {e}")
     if len(layout.hosts) > layout.nodes:

@@ -91,9 +91,9 @@ def test_nodes_come_from_the_config_not_from_the_job_step():
     """Issue 23, item 3: the plugin's jobstep strips SLURM_JOB_NUM_NODES and real `srun -n1
     --nodes=2` shrinks its step to one node (SLURM_NNODES=1); the trainer of a 2-node job must
     still span both nodes of the allocation, not start `torchrun --standalone --nnodes=1`."""
-    step = {"SLURM_JOB_ID": "9", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "gpu[007-008]",
+    step = {"SLURM_JOB_ID": "9", "SLURM_NNODES": "1", "SLURM_NODELIST": "gpu007",
             "SLURM_GPUS_ON_NODE": "4", "SLURM_CPUS_PER_TASK": "32"}
-    layout = plan(step, nodes=2, gpus_per_node=4)
+    layout = plan(step, nodes=2, gpus_per_node=4, nodelist="gpu[007-008]")   # scontrol's NodeList
     assert layout.nodes == 2 and layout.hosts == ("gpu007", "gpu008")
     cmd = build_command(ARGS, step, layout, python="py")
     assert cmd[:3] == ["srun", "--overlap", "--nodes=2"] and "--standalone" not in cmd
