@@ -63,6 +63,7 @@ CKPT_CONFIG_FILE = "config.yaml"            # model config, train config, git re
 CKPT_SPM_FILE = "spm.model"                 # copy of the sentencepiece model
 CKPT_TRAINER_STATE_FILE = "trainer_state.pt"  # optimizer, scheduler, RNG, data position, step
 METRICS_FILE = "metrics.jsonl"              # one JSON record per line: step, split, loss, ...
+ATTEMPTS_FILE = "attempts.json"             # every start of a run: attempt, SLURM job, seconds
 CKPT_BEST = "best"      # lowest dev loss; initialises the next job of a two-step recipe
 CKPT_FINAL = "final"    # what decoding and scoring read: the averaged checkpoint, else best
 

@@ -8,6 +8,19 @@ granted) and the config (what was asked for), which command runs the trainer and
 threads each of its processes gets. The decision is a pure function of its inputs, so it is
 unit-tested without a cluster.
 
+Nodes: the count comes from the config (``--nodes``, config ``cluster.nodes``), never from the job
+step's environment: the plugin's jobstep strips the job's SLURM variables before its ``srun``, and
+real ``srun -n1 --nodes=2`` shrinks its step to one node, so the step can look like a one-node job
+in a two-node allocation. The allocation (the controller's ``NodeList`` of the job, else
+``SLURM_JOB_NODELIST``) must hold that many nodes; a mismatch stops the job before it trains on
+part of what it asked for.
+
+Requeue: a pre-empted job that SLURM does not requeue ends PREEMPTED, and
+snakemake-executor-plugin-slurm (2.8.0) leaves such a job to SLURM and polls it for ever. So under
+SLURM the launcher reads the job (``scontrol show job``: ``Requeue``, ``Restarts``, ``Partition``,
+``NodeList``) and its partition (``PreemptMode``) first, and with ``--require-requeue 1`` (rule
+train_model's resource ``require_requeue``) refuses to start a job that a pre-emption would end.
+
 Several nodes: the rule's shell runs inside the job step that snakemake-executor-plugin-slurm
 starts (``srun -n1 ... snakemake``, one task on the first node holding all its CPUs), so a second
 ``srun`` for the trainer's tasks would wait for those CPUs forever. It asks for ``--overlap``
@@ -28,6 +41,7 @@ import argparse
 import os
 import re
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -40,19 +54,30 @@ RDZV_PORT = 29500
 SAVE_GRACE_S = 110
 # SLURM variables that name the job; every other SLURM_* in a job step describes that step
 # (its tasks, CPUs, GPUs) and must not shape the trainer's own step (the plugin's jobstep
-# executor keeps the same set for its srun).
+# executor keeps the same set for its srun, less the restart count, which we put back).
 JOB_IDENTITY = {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
-                "SLURM_CLUSTER_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST"}
+                "SLURM_CLUSTER_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
+                "SLURM_RESTART_COUNT"}
+# The thread counts Snakemake's shell sets to a rule's threads (the whole node's CPUs); each
+# trainer process gets its share in all of them, or the libraries that read the others (MKL,
+# OpenBLAS...) run one node-wide thread pool per process.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+# Partition PreemptMode values under which a pre-empted job comes back: it is requeued (if the
+# job allows it: sbatch --requeue, profiles/slurm's slurm-requeue), or suspended and resumed.
+PREEMPT_RESUMES = {"OFF", "REQUEUE", "SUSPEND", "GANG"}
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """How many machines, processes per machine and CPUs per machine the trainer gets."""
+    """How many machines, processes per machine and CPUs per machine the trainer gets, and the
+    hosts of the allocation (none outside SLURM)."""
 
     nodes: int
     procs_per_node: int
     gpus_per_node: int
     cpus_per_node: int
+    hosts: tuple[str, ...] = ()
 
     @property
     def threads_per_proc(self) -> int:
@@ -92,28 +117,55 @@ def granted_cpus(env: Mapping[str, str], requested: int) -> int:
     return max(1, int(value) if value.isdigit() else requested)
 
 
-def plan(env: Mapping[str, str], nodes: int = 1, gpus_per_node: int = 0,
-         cpus: int = 1) -> LaunchPlan:
-    """Combine the job's environment with the requested shape (config ``cluster``, threads)."""
-    granted_nodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or nodes)
+class AllocationMismatch(RuntimeError):
+    """The SLURM allocation does not hold the nodes the config asks for."""
+
+
+def plan(env: Mapping[str, str], nodes: int = 1, gpus_per_node: int = 0, cpus: int = 1,
+         nodelist: str | None = None) -> LaunchPlan:
+    """Combine the job's environment with the requested shape (config ``cluster``, threads).
+
+    ``nodes`` is the config's; inside a SLURM job the allocation (``nodelist``, the controller's
+    record of the job; else ``SLURM_JOB_NODELIST``) must hold exactly that many nodes (a one-node
+    trainer may run in a larger allocation: :func:`main` says so)."""
+    job = env.get("SLURM_JOB_ID")
+    nodelist = nodelist or env.get("SLURM_JOB_NODELIST", "")
+    hosts = tuple(expand_hostlist(nodelist)) if job else ()
+    if job and nodes > 1 and not hosts:
+        raise AllocationMismatch(f"{nodes} nodes requested, but neither scontrol nor "
+                                 f"SLURM_JOB_NODELIST shows the nodes of SLURM job {job}")
+    if hosts and (len(hosts) < nodes or (nodes > 1 and len(hosts) != nodes)):
+        raise AllocationMismatch(
+            f"config cluster.nodes = {nodes}, but SLURM job {job} holds {len(hosts)} node(s) "
+            f"({','.join(hosts)}): the job was not submitted with sbatch --nodes={nodes} (is "
+            "`nodes` set for train_model in the profile or on the command line? config cluster "
+            "alone shapes the job), or the cluster granted fewer nodes")
     gpus = granted_gpus(env, gpus_per_node)
-    return LaunchPlan(nodes=max(1, granted_nodes), procs_per_node=max(1, gpus), gpus_per_node=gpus,
-                      cpus_per_node=granted_cpus(env, cpus))
+    return LaunchPlan(nodes=nodes, procs_per_node=max(1, gpus), gpus_per_node=gpus,
+                      cpus_per_node=granted_cpus(env, cpus), hosts=hosts)
 
 
-def first_host(nodelist: str) -> str:
-    """First host of a SLURM node list (``gpu[003-004,010],cpu1`` -> ``gpu003``).
+def expand_hostlist(nodelist: str) -> list[str]:
+    """The hosts of a SLURM node list, in order (``gpu[003-004,010],cpu1`` -> gpu003, gpu004,
+    gpu010, cpu1; ``r[1-2]-n[1-2]`` -> r1-n1, r1-n2, r2-n1, r2-n2), zero padding kept.
 
-    WHY not ``scontrol show hostnames``: the rendezvous host is needed before any process starts,
-    and this one-line expansion covers SLURM's compressed syntax without another subprocess.
-    """
-    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not m:
-        raise ValueError(f"cannot parse SLURM node list {nodelist!r}")
-    prefix, ranges = m.group(1), m.group(2)
-    if ranges is None:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
+    WHY not ``scontrol show hostnames``: a pure function is checked against SLURM's syntax in
+    unit tests, and the node count must not depend on a controller answering from the node."""
+    hosts: list[str] = []
+    for item in re.findall(r"(?:[^,\[]|\[[^\]]*\])+", nodelist.strip()):
+        names = [""]
+        for part in re.split(r"(\[[^\]]*\])", item):
+            choices = [part]
+            if part.startswith("["):
+                choices = []
+                for rng in part[1:-1].split(","):
+                    lo, _, hi = rng.strip().partition("-")
+                    if not lo.isdigit() or not (hi or lo).isdigit():
+                        raise ValueError(f"cannot parse SLURM node list {nodelist!r}")
+                    choices += [str(n).zfill(len(lo)) for n in range(int(lo), int(hi or lo) + 1)]
+            names = [n + c for n in names for c in choices]
+        hosts += names
+    return hosts
 
 
 def build_command(
@@ -136,7 +188,7 @@ def build_command(
         raise RuntimeError(
             f"{p.nodes} nodes requested but this is not a SLURM job (no SLURM_JOB_ID); "
             "multi-node training is started through sbatch/srun (profiles/slurm)")
-    host = env.get("MASTER_ADDR") or first_host(env.get("SLURM_JOB_NODELIST", ""))
+    host = env.get("MASTER_ADDR") or p.hosts[0]
     port = env.get("MASTER_PORT", str(RDZV_PORT))
     # --overlap: see the module docstring; one task per node with all the node's CPUs.
     return [
@@ -149,17 +201,43 @@ def build_command(
 
 
 def child_env(env: Mapping[str, str], cmd: Sequence[str], p: LaunchPlan) -> dict[str, str]:
-    """The environment ``cmd`` runs in: ``OMP_NUM_THREADS`` per trainer process, torchrun's
+    """The environment ``cmd`` runs in: the :data:`THREAD_VARS` per trainer process, torchrun's
     save grace, and for a nested ``srun`` only the SLURM variables that name the job."""
     out = dict(env)
     if cmd[0] == "srun":
         out = {k: v for k, v in out.items()
                if not (k.startswith(("SRUN_", "SBATCH_"))
                        or (k.startswith("SLURM_") and k not in JOB_IDENTITY))}
-    out["OMP_NUM_THREADS"] = str(p.threads_per_proc)
+    for var in THREAD_VARS:
+        out[var] = str(p.threads_per_proc)
     if "torch.distributed.run" in cmd:
         out.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SAVE_GRACE_S))
     return out
+
+
+def scontrol_record(*what: str) -> dict[str, str]:
+    """``scontrol -o show <what>`` as a dict (``JobState=RUNNING Requeue=1 NodeList=n[1-2]
+    ...``); {} when scontrol is missing or fails. Only values without spaces are read reliably."""
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", *what], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(re.findall(r"(?:^|\s)([A-Za-z:/]+)=(\S*)", out.splitlines()[0] if out else ""))
+
+
+def preemption_problem(job: Mapping[str, str], partition: Mapping[str, str]) -> str | None:
+    """Why a pre-emption of this job would end it for good (PREEMPTED, not requeued), or None.
+
+    ``job``/``partition``: :func:`scontrol_record` of the job and of its partition."""
+    modes = set(partition.get("PreemptMode", "OFF").upper().split(","))
+    if not modes <= PREEMPT_RESUMES:
+        return (f"partition {partition.get('PartitionName', '?')} pre-empts by "
+                f"PreemptMode={partition['PreemptMode']}: a pre-empted job ends PREEMPTED")
+    if "REQUEUE" in modes and job.get("Requeue") == "0":
+        return ("the job may not be requeued (Requeue=0: sbatch --no-requeue, or the cluster's "
+                "JobRequeue=0 without --requeue): a pre-empted job ends PREEMPTED")
+    return None
 
 
 def attempt_header(attempt: int, env: Mapping[str, str]) -> str:
@@ -170,6 +248,26 @@ def attempt_header(attempt: int, env: Mapping[str, str]) -> str:
     where = f"SLURM job {job} (restart {env.get('SLURM_RESTART_COUNT', '0')}) on " if job else ""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return f"===== attempt {attempt}: {where}{socket.gethostname()} at {stamp} ====="
+
+
+def check_requeue(job: Mapping[str, str], require: bool) -> None:
+    """Refuse (``require``) or flag a SLURM job that a pre-emption would end for good."""
+    partition = scontrol_record("partition", job["Partition"]) if job.get("Partition") else {}
+    if not partition:
+        print("launch: note: scontrol shows no job/partition record: cannot check that a "
+              "pre-emption would requeue this job", file=sys.stderr, flush=True)
+        return
+    problem = preemption_problem(job, partition)
+    if problem is None:
+        return
+    advice = (f"{problem}, and snakemake-executor-plugin-slurm polls a PREEMPTED job for ever. "
+              "Train on a partition or QOS that requeues (PreemptMode=REQUEUE) or is not "
+              "pre-empted (profiles/slurm: train_model's slurm_partition, or --qos in its "
+              "slurm_extra), or accept it with `require_requeue: 0` for train_model in "
+              "profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
+    if require:
+        sys.exit(f"launch: error: {advice}")
+    print(f"launch: warning: {advice}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -187,21 +285,42 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="CPUs of this node's task (the rule's threads; SLURM_CPUS_PER_TASK "
                          "wins), shared by the processes of the node")
     ap.add_argument("--attempt", type=int, default=None,
-                    help="Snakemake's attempt number: print a header line for the log")
+                    help="Snakemake's attempt number: heads the attempt's output in the log and "
+                         "is passed on to the trainer (its --attempt)")
+    ap.add_argument("--require-requeue", type=int, choices=(0, 1), default=1,
+                    help="under SLURM: 1 = refuse to start a job that a pre-emption would end "
+                         "for good (PREEMPTED, not requeued); 0 = only warn")
     ap.add_argument("--module", default=DEFAULT_MODULE, help="python module to run")
     ap.add_argument("--print-only", action="store_true", help="print the command, do not run it")
     args = ap.parse_args(own)
+    env = dict(os.environ)
+    job = scontrol_record("job", env["SLURM_JOB_ID"]) if env.get("SLURM_JOB_ID") else {}
+    if job.get("Restarts", "").isdigit():   # the jobstep's srun does not pass it on
+        env.setdefault("SLURM_RESTART_COUNT", job["Restarts"])
     if args.attempt is not None:
-        print(attempt_header(args.attempt, os.environ), file=sys.stderr, flush=True)
-    layout = plan(os.environ, args.nodes, args.gpus_per_node, args.cpus)
-    cmd = build_command(train_args, os.environ, layout, args.module)
-    env = child_env(os.environ, cmd, layout)
-    print(f"launch: OMP_NUM_THREADS={env['OMP_NUM_THREADS']}", " ".join(cmd), file=sys.stderr,
-          flush=True)
+        print(attempt_header(args.attempt, env), file=sys.stderr, flush=True)
+        train_args = ["--attempt", str(args.attempt), *train_args]
+    if env.get("SLURM_JOB_ID"):
+        check_requeue(job, bool(args.require_requeue))
+    try:
+        layout = plan(env, args.nodes, args.gpus_per_node, args.cpus, job.get("NodeList"))
+    except AllocationMismatch as e:
+        sys.exit(f"launch: error: {e}")
+    if len(layout.hosts) > layout.nodes:
+        print(f"launch: note: the allocation holds {len(layout.hosts)} nodes, config "
+              f"cluster.nodes = {layout.nodes}: the others stay idle", file=sys.stderr, flush=True)
+    if args.gpus_per_node and layout.gpus_per_node != args.gpus_per_node:
+        print(f"launch: note: config asks for {args.gpus_per_node} GPUs per node, the job sees "
+              f"{layout.gpus_per_node}: {layout.procs_per_node} process(es) per node",
+              file=sys.stderr, flush=True)
+    cmd = build_command(train_args, env, layout, args.module)
+    child = child_env(env, cmd, layout)
+    threads = " ".join(f"{v}={child[v]}" for v in THREAD_VARS[:2])
+    print(f"launch: {threads}", " ".join(cmd), file=sys.stderr, flush=True)
     if args.print_only:
         print(" ".join(cmd))
         return
-    os.execvpe(cmd[0], cmd, env)
+    os.execvpe(cmd[0], cmd, child)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,10 @@ of the last k checkpoints when ``average_last_k`` > 1, else ``best``), ``metrics
 Pre-emption: SIGTERM / SIGUSR1 (what SLURM sends before a time limit or pre-emption) set a flag;
 after the current update the run saves ``last`` and exits with ``EXIT_REQUEUE`` (143), which
 Snakemake's ``retries`` (or ``scontrol requeue``) turns into a restart that resumes from
-``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint.
+``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint. A start
+resumes only an unfinished run of the same configuration, code and inputs; a finished one
+(``--forcerun``) is trained again from scratch (resume.py); ``attempts.json`` and the manifest
+keep every attempt's time.
 Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (NCCL on CUDA,
 gloo on CPU).
 
@@ -33,6 +36,7 @@ import argparse
 import fnmatch
 import json
 import math
+import os
 import random
 import shutil
 import signal
@@ -50,7 +54,8 @@ from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import CKPT_FINAL, MANIFEST_FILE, PAD_ID, DataMode
+from pipeline_lib.constants import (ATTEMPTS_FILE, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE,
+                                    PAD_ID, DataMode)
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib.training import checkpoint as ckpt
@@ -58,8 +63,10 @@ from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, 
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
 from pipeline_lib.training.evaluation import autocast, dev_bleu, dev_loss
-from pipeline_lib.training.metrics import MetricsLog, Window
+from pipeline_lib.training.metrics import TB_DIR, MetricsLog, Window
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
+from pipeline_lib.training.resume import (FINISHED, AttemptLog, attempt_identity, clear_run,
+                                          decide, run_changes)
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 SUPERVISION = ("src_heads", "src_tokens", "tgt_heads", "tgt_tokens")
@@ -163,26 +170,22 @@ RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log
                                "device", "compile"})
 
 
-def run_record(tcfg: TrainConfig, model: str) -> dict[str, Any]:
+def run_record(tcfg: TrainConfig, model: str,
+               inputs: dict[str, str] | None = None) -> dict[str, Any]:
     """The train config as saved in checkpoints, with the hash of the code that decides what a
-    training step of registry model ``model`` computes (a change restarts the run): the trainer
-    and the module that defines the model, not the other models' modules."""
+    training step of registry model ``model`` computes (the trainer and the module that defines
+    the model, not the other models' modules) and the checksums of the inputs (role -> sha256):
+    what makes a run the same run (resume.py)."""
     from pipeline_lib.models.registry import MODELS
 
     module = MODELS[model].__module__.split(".", 1)
     own = [module[1]] if module[0] == "pipeline_lib" else []   # a test's model has none here
-    return {**tcfg.to_dict(), "code_hash": code_hash("training.train", *own)}
+    return {**tcfg.to_dict(), "code_hash": code_hash("training.train", *own),
+            "inputs": dict(inputs or {})}
 
 
-def same_run(saved: dict[str, Any], model_dict: dict[str, Any], tcfg: TrainConfig) -> bool:
-    """Whether checkpoint metadata ``saved`` belongs to this run, so resuming is meaningful.
-
-    A Snakemake retry after pre-emption must continue; a re-run after a change of the model,
-    of the optimisation settings or of the training code must not continue the old run."""
-    now = {k: v for k, v in run_record(tcfg, model_dict["name"]).items()
-           if k not in RESUMABLE_CHANGES}
-    before = {k: v for k, v in saved.get("train", {}).items() if k not in RESUMABLE_CHANGES}
-    return saved.get("model") == model_dict and before == now
+#: What an earlier run left in the job's folder; a run from scratch deletes it (resume.clear_run).
+RUN_FILES = (CHECKPOINT_DIR, METRICS_FILE, TB_DIR, ATTEMPTS_FILE, MANIFEST_FILE)
 
 
 class StopFlag:
@@ -206,6 +209,8 @@ class TrainerState:
     best_dev: float = math.inf
     bad_evals: int = 0
     tokens: int = 0
+    #: the run ended (max_steps or early stop): a later start trains from scratch (resume.py)
+    finished: bool = False
     aux_position: DataPosition = field(default_factory=DataPosition)
     #: parse supervision seen (models with ``inputs.heads``): tokens with a gold head / tokens
     supervision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUPERVISION, 0))
@@ -214,7 +219,7 @@ class TrainerState:
         return {"step": self.step, "position": self.position.to_dict(),
                 "aux_position": self.aux_position.to_dict(), "best_dev": self.best_dev,
                 "bad_evals": self.bad_evals, "tokens": self.tokens,
-                "supervision": dict(self.supervision)}
+                "supervision": dict(self.supervision), "finished": self.finished}
 
     @classmethod
     def from_dict(cls, ts: dict[str, Any]) -> "TrainerState":
@@ -222,7 +227,8 @@ class TrainerState:
                    best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"],
                    aux_position=DataPosition.from_dict(ts.get("aux_position",
                                                               {"epoch": 0, "batches": 0})),
-                   supervision={**dict.fromkeys(SUPERVISION, 0), **ts.get("supervision", {})})
+                   supervision={**dict.fromkeys(SUPERVISION, 0), **ts.get("supervision", {})},
+                   finished=ts.get("finished", False))
 
 
 def supervision_counts(batch: Batch) -> torch.Tensor:
@@ -253,7 +259,7 @@ class Trainer:
 
     def __init__(self, model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path,
                  dev_shards: str | Path, spm_path: str | Path, out_dir: str | Path,
-                 aux_shards: str | Path | None = None) -> None:
+                 aux_shards: str | Path | None = None, attempt: int = 1) -> None:
         from pipeline_lib.models.registry import build_model
 
         if tcfg.aux_ratio > 0 and aux_shards is None:
@@ -267,15 +273,21 @@ class Trainer:
         self.stop = StopFlag()
         self.manifest = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
                                                               "model": model_dict})
-        if self.info.is_main:
-            for p in (shards, dev_shards, spm_path, aux_shards):
+        roles = {"shards": shards, "dev_shards": dev_shards, "spm": spm_path,
+                 "aux_shards": aux_shards, "init_from": tcfg.init_from}
+        if self.info.is_main:   # the main process saves checkpoints and decides on resuming
+            for p in roles.values():
                 if p is not None:
                     self.manifest.add_input(p)
         self.mcfg = _model_config(model_dict, spm_path)
+        self.record = run_record(tcfg, self.mcfg.name,
+                                 {role: self.manifest.inputs[str(p)] for role, p in
+                                  roles.items() if str(p) in self.manifest.inputs})
         self.model = build_model(self.mcfg).to(self.device)
         self.inputs = inputs_for(self.model, spm_path)
         self.state = TrainerState()
-        self.last = self._resumable_checkpoint()
+        self.attempts = AttemptLog(self.out_dir, self.info.is_main)
+        self.last, self.last_state = self._start(attempt)
         self.init_keys = None
         if tcfg.init_from and self.last is None:
             self.init_keys = init_from_checkpoint(self.model, tcfg.init_from)
@@ -296,22 +308,33 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=unused)
         self.forward = torch.compile(self.ddp) if tcfg.compile else self.ddp
-        self.record = run_record(tcfg, self.mcfg.name)
 
     def _log(self, message: str) -> None:
         if self.info.is_main:
             print(message, file=sys.stderr, flush=True)
 
-    def _resumable_checkpoint(self) -> Path | None:
-        """``checkpoints/last`` when it belongs to this run; a changed run starts afresh."""
-        last = ckpt.resolve_checkpoint(self.ck_dir / "last")
-        if last is not None and not same_run(ckpt.read_config(last), self.mcfg.to_dict(), self.tcfg):
-            self._log(f"{last} was trained with another configuration: starting afresh")
-            if self.info.is_main:
-                shutil.rmtree(self.ck_dir)
-            barrier(self.info)
-            return None
-        return last
+    def _start(self, attempt: int) -> tuple[Path | None, dict[str, Any] | None]:
+        """``checkpoints/last`` (and, on the main process, its trainer state) when this start
+        continues its run; else the earlier run's files are deleted (resume.decide says when).
+        The main process decides, the others follow."""
+        state, resume = None, 0.0
+        if self.info.is_main:
+            last = ckpt.resolve_checkpoint(self.ck_dir / "last")
+            changes = [] if last is None else run_changes(
+                ckpt.read_config(last), self.mcfg.to_dict(), self.record, RESUMABLE_CHANGES)
+            if last is not None and not changes:
+                state = ckpt.load_trainer_state(last)
+            step = state["step"] if state else 0
+            decision = decide(last, changes, bool(state and state.get("finished")), step)
+            self._log(f"attempt {attempt}: {decision.reason}")
+            if not decision.resume:
+                clear_run(self.out_dir, RUN_FILES)
+                state, step = None, 0
+            self.attempts.start(attempt_identity(attempt, os.environ), step, decision.resume)
+            resume = float(decision.resume)
+        resumed = all_reduce_float(resume, self.info, "max") > 0
+        barrier(self.info)   # the main process has cleared an earlier run
+        return (ckpt.resolve_checkpoint(self.ck_dir / "last"), state) if resumed else (None, None)
 
     def _data(self, shards, dev_shards, aux_shards) -> None:
         """Loaders for the main (and aux) stream and the dev batches, as the model's inputs say.
@@ -338,7 +361,8 @@ class Trainer:
         if self.last is None:
             return
         self.model.load_state_dict(ckpt.load_state(self.last, self.device))
-        ts = ckpt.load_trainer_state(self.last)
+        ts = self.last_state or ckpt.load_trainer_state(self.last)
+        self.last_state = None
         self.optimizer.load_state_dict(ts["optimizer"])
         self.scheduler.load_state_dict(ts["scheduler"])
         self.state = TrainerState.from_dict(ts)
@@ -450,6 +474,7 @@ class Trainer:
                   "rng": rngs, **self.state.to_dict()}
             ckpt.save_checkpoint(self.ck_dir / name, self.model.state_dict(), self.mcfg.to_dict(),
                                  self.record, self.spm_path, ts)
+            self.attempts.update(self.state.step)
         barrier(self.info)
 
     def save_step(self) -> None:
@@ -511,6 +536,7 @@ class Trainer:
             signalled = all_reduce_float(float(self.stop.signum), self.info, "max")
             if signalled:
                 self.save("last")
+                self.attempts.update(self.state.step, end=f"signal {int(signalled)}")
                 exit_code = EXIT_REQUEUE
                 self._log(f"signal {int(signalled)}: saved last at step {self.state.step}, "
                           f"exiting {EXIT_REQUEUE} for requeue")
@@ -534,6 +560,7 @@ class Trainer:
         """Final validation, ``last``, the averaged checkpoint and the manifest."""
         if not validated:
             self.validate()
+        self.state.finished = True
         self.save("last")
         if not self.info.is_main:
             return
@@ -557,6 +584,8 @@ class Trainer:
                                "dev_bleu_skipped": self.inputs.dev_bleu_skip,
                                "aux_position": self.state.aux_position.to_dict(),
                                "world_size": self.info.world_size, "device": str(self.device)}
+        self.attempts.update(self.state.step, end=FINISHED)
+        self.manifest.extra.update(self.attempts.summary())
         if self.inputs.heads:   # the share of training tokens that carried parse supervision
             sup = self.state.supervision
             self.manifest.counts["supervision"] = {
@@ -566,9 +595,11 @@ class Trainer:
 
 
 def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev_shards: str | Path,
-          spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None) -> int:
+          spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None,
+          attempt: int = 1) -> int:
     """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
-    return Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards).run()
+    return Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards,
+                   attempt).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -581,10 +612,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", required=True, help="results/train_model/{model}")
     ap.add_argument("--aux-shards", help="directory of the document-level shard-*.parquet drawn on "
                     "a share train.aux_ratio of the updates (restore/ or doc/ shards)")
+    ap.add_argument("--attempt", type=int, default=1,
+                    help="Snakemake's attempt (rule train_model passes it through the launcher); "
+                         "recorded with the attempt's time in attempts.json and the manifest")
     a = ap.parse_args(argv)
     cfg = json.loads(a.config_json)
     return train(cfg["model"], TrainConfig.from_dict(cfg.get("train", {})), a.shards,
-                 a.dev_shards, a.spm, a.out_dir, a.aux_shards)
+                 a.dev_shards, a.spm, a.out_dir, a.aux_shards, a.attempt)
 
 
 if __name__ == "__main__":

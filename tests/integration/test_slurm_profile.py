@@ -93,6 +93,21 @@ def test_slurm_profile_submits_polls_and_collects_through_the_real_executor(tmp_
     decode = " ".join(calls["rule_decode_test"])
     assert "--gpus=1" in decode and "-t 240" in decode
 
+    # Issue 23, item 4: every job of the run carries the run's name (the plugin finds its jobs by
+    # it) with the profile's prefix; squeue with the README's columns tells rule and wildcards
+    # apart by the comment.
+    names = {argv[argv.index("--job-name") + 1] for argv in calls.values()}
+    assert len(names) == 1 and names.pop().startswith("docmt_")
+    squeue = subprocess.run([str(SHIMS / "squeue"), "--me", "-O",
+                             "JobID:10,Name:14,State:10,TimeUsed:12,Comment:60", "--states=all"],
+                            env=env, capture_output=True, text=True, check=True).stdout
+    rows = {line.split()[-1] for line in squeue.splitlines()[1:]}
+    assert rows == set(calls), squeue
+    # Item 5: the SLURM logs of successful jobs are kept (the plugin deleted them before)
+    jobs = [json.loads(p.read_text()) for p in (state / "jobs").glob("*.json")]
+    assert len(jobs) == 4 and all(j["state"] == "COMPLETED" for j in jobs)
+    assert all((tmp_path / j["log"]).is_file() for j in jobs), [j["log"] for j in jobs]
+
     # The jobs ran inside their fake allocations: the launcher saw the 4 granted GPUs (not the 1
     # asked for on its command line) and chose torchrun with one process per GPU.
     launch = (tmp_path / "train/launch.txt").read_text()

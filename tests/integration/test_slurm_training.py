@@ -1,6 +1,7 @@
 """The project's own rule train_model through profiles/slurm, the real executor plugin and the shim
 SLURM (tests/shims/fake_slurm.py): a pre-empted job whose trainer saves slowly, and a 2-node x
-4-GPU job (issue 11, items 9-11).
+4-GPU job (issue 11, items 9-11); --forcerun, SLURM's requeue, a partition that pre-empts by
+CANCEL and an allocation with fewer nodes than the config (issue 23).
 
 The stages before training run locally once (a small plaintext corpus, no parses); each test
 trains in its own copy of that folder.
@@ -100,10 +101,21 @@ def _copy(upstream: Path, dest: Path, **overrides) -> Path:
     return dest
 
 
-def _slurm_run(work: Path, state: Path, *args: str) -> list[str]:
+def _slurm_run(work: Path, state: Path, *args: str, profile: Path = ROOT / "profiles" / "slurm"
+               ) -> list[str]:
     return _snakemake(work, "results/train_model/transformer/manifest.json", "--workflow-profile",
-                      str(ROOT / "profiles" / "slurm"), "--slurm-init-seconds-before-status-checks",
-                      "1", "--jobs", "1", *args)
+                      str(profile), "--slurm-init-seconds-before-status-checks", "1", "--jobs", "1",
+                      *args)
+
+
+def _site_profile(dest: Path, **train_model: object) -> Path:
+    """profiles/slurm with a site's edits to train_model's resources (a --set-resources on the
+    command line would replace the profile's whole set-resources)."""
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    profile["set-resources"]["train_model"].update(train_model)
+    dest.mkdir(parents=True)
+    (dest / "config.yaml").write_text(yaml.safe_dump(profile))
+    return dest
 
 
 def _calls(state: Path, tool: str) -> list[list[str]]:
@@ -167,6 +179,122 @@ def test_sigterm_reaches_the_trainer_and_the_job_ends_after_its_save(preempted):
     assert manifest["counts"]["steps"] == MAX_STEPS
 
 
+def test_the_manifest_times_every_attempt(preempted):
+    """Issue 23, item 5: Snakemake's benchmark file keeps only the last attempt; the training
+    manifest lists both, with the SLURM job, the steps and the seconds of each, and the total."""
+    assert preempted["rc"] == 0, preempted["out"][-6000:]
+    manifest = json.loads((preempted["work"] / "results/train_model/transformer/manifest.json")
+                          .read_text())
+    first, second = manifest["attempts"]
+    assert (first["attempt"], first["slurm_job"], first["start_step"]) == (1, preempted["job"], 0)
+    assert first["end"] == "signal 15" and PRE_EMPT_AFTER <= first["step"] < MAX_STEPS
+    assert (second["attempt"], second["start_step"], second["step"], second["end"]) == (
+        2, first["step"], MAX_STEPS, "finished")
+    assert second["slurm_job"] != preempted["job"]      # resubmitted by Snakemake
+    # the first attempt's seconds include its slow save of `last`
+    assert first["seconds"] >= SAVE_DELAY_S and second["seconds"] > 0
+    assert manifest["attempt_seconds_total"] == round(first["seconds"] + second["seconds"], 3)
+
+
+def test_forcerun_trains_the_finished_job_again(preempted, tmp_path):
+    """Issue 23, item 1: `--forcerun train_model` of a finished job used to resume its final
+    checkpoint and only re-validate it (17 s, byte-identical model.pt); it trains from scratch."""
+    assert preempted["rc"] == 0, preempted["out"][-6000:]
+    work = tmp_path / "work"
+    shutil.copytree(preempted["work"], work, symlinks=True)
+    state = tmp_path / "fake_slurm"
+    proc = subprocess.run(_slurm_run(work, state, "--forcerun", "train_model"), cwd=work,
+                          env=_env(FAKE_SLURM_DIR=str(state)), capture_output=True, text=True,
+                          timeout=900, check=False)
+    log = (work / "logs/train_model/transformer.log").read_text()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-3000:]
+    rerun = log.split("===== attempt ")[-1]
+    assert f"is a run that finished at step {MAX_STEPS}" in rerun, rerun[-3000:]
+    assert "trains from scratch" in rerun and "resumed from" not in rerun
+    manifest = json.loads((work / "results/train_model/transformer/manifest.json").read_text())
+    (attempt,) = manifest["attempts"]
+    assert (attempt["start_step"], attempt["step"], attempt["end"]) == (0, MAX_STEPS, "finished")
+    metrics = [json.loads(line) for line in
+               (work / "results/train_model/transformer/metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in metrics if r["split"] == "train"] == list(
+        range(PRE_EMPT_AFTER, MAX_STEPS + 1, PRE_EMPT_AFTER))
+
+
+def _start(work: Path, state: Path, profile: Path = ROOT / "profiles" / "slurm",
+           **env: str) -> subprocess.Popen:
+    return subprocess.Popen(_slurm_run(work, state, profile=profile), cwd=work,
+                            env=_env(FAKE_SLURM_DIR=str(state), **env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _only_job(state: Path) -> str:
+    (job,) = [json.loads(p.read_text())["id"] for p in (state / "jobs").glob("*.json")]
+    return job
+
+
+def _preempt(state: Path, job: str, mode: str) -> None:
+    """What slurmctld does to a pre-empted job, by the shim (PreemptMode `mode`)."""
+    subprocess.run([sys.executable, str(SHIMS / "fake_slurm.py"), "_preempt", job],
+                   env=_env(FAKE_SLURM_DIR=str(state), FAKE_SLURM_PREEMPT_MODE=mode), check=True)
+
+
+def test_slurm_requeue_resumes_under_the_same_job(upstream, tmp_path):
+    """Issue 23, item 1: a job that SLURM pre-empts and requeues (PreemptMode=REQUEUE; the
+    profile's --requeue) runs again under the same job id and Snakemake attempt; the trainer
+    resumes its run, and Snakemake never resubmits."""
+    work = _copy(upstream, tmp_path / "work", train={**_config({})["train"], "max_steps": 30})
+    state = tmp_path / "fake_slurm"
+    proc = _start(work, state)
+    try:
+        _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
+        job = _only_job(state)
+        _preempt(state, job, "REQUEUE")
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (work / "logs/train_model/transformer.log").read_text()
+    assert proc.returncode == 0, out[-3000:] + log[-3000:]
+    assert len(_calls(state, "sbatch")) == 1 and _job(state, job)["restarts"] == 1
+    headers = re.findall(r"===== attempt \d+: SLURM job \d+ \(restart \d+\)", log)
+    assert headers == [f"===== attempt 1: SLURM job {job} (restart 0)",
+                       f"===== attempt 1: SLURM job {job} (restart 1)"], headers
+    saved = re.search(r"signal 15: saved last at step (\d+)", log)
+    assert saved and f"interrupted at step {saved.group(1)}: resuming" in log, log[-3000:]
+    attempts = json.loads((work / "results/train_model/transformer/manifest.json")
+                          .read_text())["attempts"]
+    assert [(a["slurm_job"], a["slurm_restart"], a["end"]) for a in attempts] == [
+        (job, 0, "signal 15"), (job, 1, "finished")]
+
+
+def test_a_cancelled_preemption_waits_for_scontrol_requeue(upstream, tmp_path):
+    """Issue 23, item 2, what the README tells a user who accepts a CANCEL partition
+    (require_requeue=0): the pre-empted job ends PREEMPTED and Snakemake waits; `scontrol
+    requeue <jobid>` brings it back under the same id, and it resumes."""
+    work = _copy(upstream, tmp_path / "work", train={**_config({})["train"], "max_steps": 30})
+    state = tmp_path / "fake_slurm"
+    proc = _start(work, state, _site_profile(tmp_path / "profile", require_requeue=0),
+                  FAKE_SLURM_PREEMPT_MODE="CANCEL")
+    try:
+        _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
+        job = _only_job(state)
+        _preempt(state, job, "CANCEL")
+        assert _job(state, job)["state"] == "PREEMPTED"
+        time.sleep(5)
+        assert proc.poll() is None                      # the plugin waits for SLURM
+        subprocess.run([str(SHIMS / "scontrol"), "requeue", job], check=True,
+                       env=_env(FAKE_SLURM_DIR=str(state), FAKE_SLURM_PREEMPT_MODE="CANCEL"))
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (work / "logs/train_model/transformer.log").read_text()
+    assert proc.returncode == 0, out[-3000:] + log[-3000:]
+    assert "We leave it to SLURM to resume your job(s)" in out
+    assert "launch: warning: partition gpu pre-empts by PreemptMode=CANCEL" in log
+    assert len(_calls(state, "sbatch")) == 1 and "interrupted at step" in log
+
+
 def test_the_log_keeps_every_attempt(preempted):
     """Item 10: Snakemake deletes a rule's log before each attempt; the training log keeps the
     pre-empted attempt's output above the resumed one's, each under its header."""
@@ -218,6 +346,69 @@ def test_two_nodes_with_four_gpus_each(upstream, tmp_path):
     assert trainer[:6] == ["--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
                            f"--cpus-per-task={cpus}", "--kill-on-bad-exit=1"]
     assert trainer[7:11] == ["-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=4"]
-    assert f"launch: OMP_NUM_THREADS={max(1, cpus // 4)} srun --overlap" in log
+    threads = max(1, cpus // 4)
+    assert f"launch: OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} srun --overlap" in log
     manifest = json.loads((work / "results/train_model/transformer/manifest.json").read_text())
     assert manifest["world_size"] == 8
+
+
+
+LAUNCH = f"{sys.executable} -m pipeline_lib.training.launch"
+# what the plugin's jobstep does before its srun: drop the job's SLURM variables
+JOBSTEP = "env -u SLURM_JOB_NUM_NODES -u SLURM_NNODES -u SLURM_JOB_NODELIST"
+
+
+def _batch_job(state: Path, wrap: str, *sbatch: str, **env: str) -> tuple[dict, str]:
+    """One job through the shim's sbatch, waited for: its final record and its log."""
+    log = state / "job-%j.log"
+    job = subprocess.run([str(SHIMS / "sbatch"), "--parsable", f"--output={log}", *sbatch,
+                          "--wrap", wrap], env=_env(FAKE_SLURM_DIR=str(state), **env),
+                         capture_output=True, text=True, check=True).stdout.strip()
+    deadline = time.time() + 120
+    while _job(state, job)["state"] in ("PENDING", "RUNNING"):
+        assert time.time() < deadline, f"job {job} still running"
+        time.sleep(0.2)
+    return _job(state, job), Path(str(log).replace("%j", job)).read_text()
+
+
+def test_the_trainer_spans_the_configured_nodes_and_the_allocation_is_checked(tmp_path):
+    """Issue 23, item 3, as reported: the plugin runs the rule in `srun -n1 --nodes=2`, which
+    SLURM shrinks to one node, after its jobstep stripped the job's node variables, so the step
+    looks like a one-node job and the launcher started `torchrun --standalone --nnodes=1` on half
+    the GPUs. The node count is now the config's, checked against the controller's record of the
+    allocation: a one-node allocation for a 2-node config fails loudly."""
+    state = tmp_path / "fake_slurm"
+    step = (f"{JOBSTEP} srun -n1 --nodes={{n}} {LAUNCH} --nodes 2 --gpus-per-node 4 --print-only "
+            "-- --steps 1")
+    job, log = _batch_job(state, step.format(n=2), "--nodes=2", "--gres=gpu:4", "-p", "gpu")
+    assert "can't run 1 processes on 2 nodes, setting nnodes to 1" in log
+    assert job["state"] == "COMPLETED", log
+    assert "srun --overlap --nodes=2 --ntasks=2" in log and "--nnodes=2 --nproc_per_node=4" in log
+    assert "--standalone" not in log
+
+    job, log = _batch_job(state, step.format(n=1), "--nodes=1", "--gres=gpu:4", "-p", "gpu")
+    assert job["state"] == "FAILED"
+    assert (f"launch: error: config cluster.nodes = 2, but SLURM job {job['id']} holds 1 node(s) "
+            "(fakenode1)") in log, log
+
+
+@pytest.mark.parametrize("mode,requeue,require,end,said", [
+    ("CANCEL", "--requeue", 1, "FAILED", "error: partition gpu pre-empts by PreemptMode=CANCEL"),
+    ("REQUEUE", "--no-requeue", 1, "FAILED", "error: the job may not be requeued (Requeue=0"),
+    ("CANCEL", "--requeue", 0, "COMPLETED", "warning: partition gpu pre-empts by PreemptMode=CANCEL"),
+    ("REQUEUE", "--requeue", 1, "COMPLETED", None)])
+def test_a_job_that_preemption_would_end_is_refused_at_start(tmp_path, mode, requeue, require,
+                                                              end, said):
+    """Issue 23, item 2: a job pre-empted by CANCEL, or one that may not be requeued, ends
+    PREEMPTED, which the plugin polls for ever ("We leave it to SLURM to resume your job(s)").
+    The training job refuses to start where that can happen (rule resource require_requeue=1),
+    so the run ends within its retries, at once; with require_requeue=0 it only warns."""
+    step = (f"{JOBSTEP} srun -n1 --nodes=1 {LAUNCH} --require-requeue {require} --print-only "
+            "-- --steps 1")
+    job, log = _batch_job(tmp_path / "fake_slurm", step, requeue, "-p", "gpu",
+                          FAKE_SLURM_PREEMPT_MODE=mode)
+    assert job["state"] == end, log
+    if said is None:
+        assert "launch: " in log and "error" not in log and "warning" not in log
+    else:
+        assert f"launch: {said}" in log and "require_requeue: 0" in log

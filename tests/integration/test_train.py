@@ -19,7 +19,9 @@ import torch
 
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
-from pipeline_lib.training.train import EXIT_REQUEUE, TrainConfig, run_record, same_run, train
+from pipeline_lib.training.resume import run_changes
+from pipeline_lib.training.train import (EXIT_REQUEUE, RESUMABLE_CHANGES, TrainConfig, run_record,
+                                         train)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_data import write_corpus  # noqa: E402  (shared shard builder)
@@ -150,14 +152,81 @@ def test_kill9_and_sigterm_resume_bit_identical(corpus, tmp_path):
 
 def test_resume_only_the_same_run():
     cfg = TrainConfig(max_steps=10, lr=1e-3)
-    saved = {"model": dict(TINY), "train": run_record(cfg, TINY["name"])}
-    assert same_run(saved, dict(TINY), TrainConfig(max_steps=50, lr=1e-3, validate_every=7))
-    assert not same_run(saved, dict(TINY), TrainConfig(max_steps=10, lr=2e-3))
-    assert not same_run(saved, {**TINY, "d_model": 64}, cfg)
+    inputs = {"shards": "a" * 64}
+    saved = {"model": dict(TINY), "train": run_record(cfg, TINY["name"], inputs)}
+
+    def changes(model: dict, tcfg: TrainConfig, now: dict = inputs) -> list[str]:
+        return run_changes(saved, model, run_record(tcfg, TINY["name"], now), RESUMABLE_CHANGES)
+
+    assert changes(dict(TINY), TrainConfig(max_steps=50, lr=1e-3, validate_every=7)) == []
+    assert changes(dict(TINY), TrainConfig(max_steps=10, lr=2e-3)) == ["train.lr"]
+    assert changes({**TINY, "d_model": 64}, cfg) == ["model"]
+    assert changes(dict(TINY), cfg, {"shards": "b" * 64}) == ["input shards"]
     other_code = {**saved, "train": {**saved["train"], "code_hash": "0" * 16}}
-    assert not same_run(other_code, dict(TINY), cfg)
+    assert run_changes(other_code, dict(TINY), run_record(cfg, TINY["name"], inputs),
+                       RESUMABLE_CHANGES) == ["training code"]
     with pytest.raises(ValueError, match="unknown train config keys"):
         TrainConfig.from_dict({"corpus": "bible"})
+
+
+def _run(corpus, out: Path, train_cfg: dict, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *_cli(corpus, out, train_cfg), *extra], env=_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_finished_run_trains_again_from_scratch_an_interrupted_one_resumes(corpus, tmp_path):
+    """Issue 23, item 1: `snakemake --forcerun train_model` (or a raised max_steps) used to
+    "resume" the finished run, i.e. only re-validate it. A finished run is now trained again
+    from scratch, an interrupted one resumed, and one whose inputs changed started afresh; the
+    manifest lists each attempt with its time."""
+    cfg = {"max_tokens": 300, "max_steps": 8, "warmup": 4, "validate_every": 8, "save_every": 4,
+           "log_every": 2, "dev_bleu": False}
+    run = tmp_path / "run"
+    first = _run(corpus, run, cfg)
+    assert first.returncode == 0, first.stderr
+    assert "attempt 1: no checkpoints/last: training from scratch" in first.stderr
+    weights = ckpt.load_state(run / "checkpoints" / "last")
+
+    again = _run(corpus, run, cfg, "--attempt", "1")       # what --forcerun starts
+    assert again.returncode == 0, again.stderr
+    assert "is a run that finished at step 8" in again.stderr and "resumed from" not in again.stderr
+    manifest = json.loads((run / "manifest.json").read_text())
+    (attempt,) = manifest["attempts"]
+    assert (attempt["start_step"], attempt["step"], attempt["end"]) == (0, 8, "finished")
+    assert manifest["attempt_seconds_total"] == attempt["seconds"] > 0
+    assert [r["step"] for r in _metrics(run) if r["split"] == "train"] == [2, 4, 6, 8]
+    again_weights = ckpt.load_state(run / "checkpoints" / "last")   # same seed: same result
+    assert all(torch.equal(weights[k], again_weights[k]) for k in weights)
+
+    longer = _run(corpus, run, {**cfg, "max_steps": 12})    # a raised max_steps: a new run
+    assert longer.returncode == 0, longer.stderr
+    assert "finished at step 8" in longer.stderr
+    (attempt,) = json.loads((run / "manifest.json").read_text())["attempts"]
+    assert (attempt["start_step"], attempt["step"]) == (0, 12)
+
+    # interrupted (SIGTERM after step 4), then resumed: two attempts in the manifest
+    slow = {**cfg, "max_steps": 400, "save_every": 4, "validate_every": 1000}
+    part = tmp_path / "part"
+    p = subprocess.Popen([sys.executable, *_cli(corpus, part, slow)], env=_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(part / "checkpoints" / "step-4", p)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=120) == EXIT_REQUEUE
+    stopped = ckpt.load_trainer_state(part / "checkpoints" / "last")["step"]
+    resumed = _run(corpus, part, {**slow, "max_steps": stopped + 4}, "--attempt", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"interrupted at step {stopped}: resuming" in resumed.stderr
+    attempts = json.loads((part / "manifest.json").read_text())["attempts"]
+    assert [(a["attempt"], a["start_step"], a["step"], a["end"]) for a in attempts] == [
+        (1, 0, stopped, "signal 15"), (2, stopped, stopped + 4, "finished")]
+
+    # the inputs' checksums are part of the run (tests/unit/test_resume.py: an interrupted run
+    # with other inputs is not continued either)
+    shards, dev, spm_model = corpus
+    moved = _run((dev, dev, spm_model), part, {**slow, "max_steps": 4})
+    assert moved.returncode == 0, moved.stderr
+    assert "belongs to another run (changed: input shards)" in moved.stderr
 
 
 # ------------------------------------------------------------------ every registered model

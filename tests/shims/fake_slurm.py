@@ -13,9 +13,12 @@ What the tests lean on, as real SLURM does it (all "nodes" are this machine):
 * ``sbatch --nodes=N --gres=gpu:G`` asks for G GPUs on each node; ``--gpus=G`` for G in all,
   spread over the nodes (``SLURM_GPUS_ON_NODE`` = G / N).
 * ``srun`` starts a job step: ``--ntasks`` tasks (default one per node), each in its own process
-  group, with the step's SLURM_* variables (``SLURM_PROCID``, ``SLURM_NODEID``...) rebuilt from
-  the job, since the plugin's jobstep executor strips them before its srun. A step gets all the
-  job's GPUs of its nodes unless it asks for ``--gpus``. When a task ends, what is left of its
+  group, in the caller's environment plus the step's own SLURM_* variables (``SLURM_PROCID``,
+  ``SLURM_NODEID``, ``SLURM_NNODES`` and ``SLURM_NODELIST`` of the step...). Job-wide ones
+  (``SLURM_JOB_NUM_NODES``, ``SLURM_JOB_NODELIST``) only if the caller had them: the plugin's
+  jobstep executor strips them before its srun, and ``srun -n1 --nodes=2`` shrinks its step to
+  one node, so only the controller (``scontrol show job``) still tells the allocation's nodes. A
+  step gets all the job's GPUs of its nodes unless it asks for ``--gpus``. When a task ends, what is left of its
   process group is killed (slurmstepd ends the step's processes); when the job ends, every step
   left is killed. The srun client forwards the signals it receives to its tasks.
 * A step started while another step of the job runs waits for that step's CPUs unless it passes
@@ -23,6 +26,16 @@ What the tests lean on, as real SLURM does it (all "nodes" are this machine):
 * ``scancel --signal=SIG ID`` signals every process of the job's steps but not the batch shell
   (``--batch``: only the batch shell; ``--full``: both), as ``sbatch --signal=SIG@T`` does T
   seconds before the time limit; plain ``scancel ID`` terminates everything.
+* Pre-emption (the controller's doing, so no client command: tests run ``fake_slurm.py _preempt
+  ID``): SIGTERM to the job's steps (as ``scancel --signal=TERM`` does; a signalled batch shell
+  would die at once and end the job), SIGKILL to what is left after ``FAKE_SLURM_GRACE_S``
+  (GraceTime), then by the cluster's ``FAKE_SLURM_PREEMPT_MODE`` (default REQUEUE): REQUEUE and
+  a requeueable job (``sbatch --requeue``, or no ``--no-requeue`` under
+  ``FAKE_SLURM_JOB_REQUEUE`` = 1, SLURM's JobRequeue default) -> PENDING and run again under the
+  same id with ``SLURM_RESTART_COUNT`` + 1 in the batch environment; otherwise the job ends
+  PREEMPTED. ``scontrol requeue ID`` puts a finished requeueable job back the same way.
+* ``scontrol -o show job ID`` / ``show partition NAME`` print the ``Key=Value`` records a real
+  controller prints (JobState, Requeue, Restarts, Partition, NumNodes, NodeList; PreemptMode).
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -136,27 +150,36 @@ def sbatch(argv: list[str]) -> int:
     gpus_per_node = (_count(gres) if gres.startswith("gpu") else
                      _count(opts.get("gpus", "0")) // nodes)
     cpus = opts.get("cpus-per-task", "1")
-    env = {**os.environ, "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
-           "SLURM_JOB_NAME": opts.get("job-name", ""), "SLURM_JOB_NUM_NODES": str(nodes),
-           "SLURM_NNODES": str(nodes), "SLURM_JOB_NODELIST": nodelist(nodes),
-           "SLURM_CPUS_PER_TASK": cpus, "SLURM_SUBMIT_DIR": os.getcwd()}
+    slurm_env = {"SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
+                 "SLURM_JOB_NAME": opts.get("job-name", ""), "SLURM_JOB_NUM_NODES": str(nodes),
+                 "SLURM_NNODES": str(nodes), "SLURM_JOB_NODELIST": nodelist(nodes),
+                 "SLURM_CPUS_PER_TASK": cpus, "SLURM_SUBMIT_DIR": os.getcwd()}
     if gpus_per_node:
-        env["SLURM_GPUS_ON_NODE"] = str(gpus_per_node)
+        slurm_env["SLURM_GPUS_ON_NODE"] = str(gpus_per_node)
         if "gpus" in opts:
-            env["SLURM_GPUS"] = opts["gpus"]
+            slurm_env["SLURM_GPUS"] = opts["gpus"]
+    requeue = ("1" if "requeue" in opts else "0" if "no-requeue" in opts
+               else os.environ.get("FAKE_SLURM_JOB_REQUEUE", "1"))
     with job_record(job_id) as job:
         job.update(id=job_id, name=opts.get("job-name", ""), state="PENDING", argv=argv,
-                   nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_task=int(cpus), steps=[])
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a" if opts.get("open-mode") == "append" else "w") as out:
-        proc = subprocess.Popen([sys.executable, __file__, "_run", job_id, script],
-                                cwd=opts.get("D", os.getcwd()), env=env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    with job_record(job_id) as job:
-        job["pid"] = proc.pid
+                   nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_task=int(cpus), steps=[],
+                   comment=opts.get("comment", ""), partition=opts.get("p", "cpu"),
+                   requeue=requeue, restarts=0, script=script, cwd=opts.get("D", os.getcwd()),
+                   log=log, append=opts.get("open-mode") == "append", slurm_env=slurm_env)
+    start_job(job_id, truncate=not opts.get("open-mode") == "append")
     print(job_id)
     return 0
+
+
+def start_job(job_id: str, truncate: bool) -> None:
+    """Run the job's batch script in the background (``_run``), its output in the job's log."""
+    job = read_job(job_id)
+    Path(job["log"]).parent.mkdir(parents=True, exist_ok=True)
+    with open(job["log"], "w" if truncate else "a") as out:
+        subprocess.Popen([sys.executable, __file__, "_run", job_id], cwd=job["cwd"],
+                         env={**os.environ, **job["slurm_env"]}, stdout=out,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -166,17 +189,62 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def run_job(job_id: str, script: str) -> int:
+def run_job(job_id: str) -> int:
+    """The batch script, in a process group of its own (so that signals to it spare this
+    supervisor), run again for as long as pre-emption requeues it."""
+    while True:
+        with job_record(job_id) as job:
+            job["state"] = "RUNNING"
+            env = dict(os.environ)
+            if job["restarts"]:
+                env["SLURM_RESTART_COUNT"] = str(job["restarts"])
+            proc = subprocess.Popen(["/bin/sh", "-c", job["script"]], env=env,
+                                    start_new_session=True)
+            job["batch_pgid"] = proc.pid
+        rc = proc.wait()
+        with job_record(job_id) as job:
+            for step in job["steps"]:   # the job's end ends every step still running
+                for pgid in step["pgids"] if step["running"] else []:
+                    _killpg(pgid, signal.SIGKILL)
+                step["running"] = False
+            _killpg(proc.pid, signal.SIGKILL)
+            preempted = job.pop("preempting", None)
+            requeued = preempted == "REQUEUE" and job["requeue"] == "1"
+            if job["state"] == "CANCELLED":
+                pass
+            elif requeued:
+                job.update(state="PENDING", restarts=job["restarts"] + 1, steps=[])
+            else:
+                job["state"] = "PREEMPTED" if preempted else "COMPLETED" if rc == 0 else "FAILED"
+            job.update(exit_code=rc, end=time.time())
+        if not requeued:
+            return rc
+        time.sleep(0.5)   # pending again until the scheduler starts it
+
+
+def preempt(argv: list[str]) -> int:
+    """What slurmctld does to a pre-empted job: SIGTERM to its steps, SIGKILL after the grace
+    time, then requeue or PREEMPTED (see the module docstring)."""
+    job_id = argv[0]
+    grace = float(os.environ.get("FAKE_SLURM_GRACE_S", "60"))
     with job_record(job_id) as job:
-        job["state"] = "RUNNING"
-    rc = subprocess.call(["/bin/sh", "-c", script])
-    with job_record(job_id) as job:
-        for step in job["steps"]:   # the job's end ends every step still running
-            for pgid in step["pgids"] if step["running"] else []:
-                _killpg(pgid, signal.SIGKILL)
-            step["running"] = False
-        job.update(state="COMPLETED" if rc == 0 else "FAILED", exit_code=rc, end=time.time())
-    return rc
+        if job.get("state") != "RUNNING":
+            print(f"fake preempt: job {job_id} is not running", file=sys.stderr)
+            return 1
+        job["preempting"] = os.environ.get("FAKE_SLURM_PREEMPT_MODE", "REQUEUE").upper()
+        run = job["restarts"]
+        pgids = [g for st in job["steps"] if st["running"] for g in st["pgids"]]
+    for pgid in pgids:
+        _killpg(pgid, signal.SIGTERM)
+    deadline = time.time() + grace
+    while time.time() < deadline:
+        job = read_job(job_id)
+        if job["state"] != "RUNNING" or job["restarts"] != run:
+            break
+        time.sleep(0.1)
+    for pgid in [*pgids, job["batch_pgid"]]:
+        _killpg(pgid, signal.SIGKILL)
+    return 0
 
 
 def sacct(argv: list[str]) -> int:
@@ -189,11 +257,13 @@ def sacct(argv: list[str]) -> int:
         while True:
             mine = [j for j in jobs() if name is None or j["name"] == name]
             active = [j for j in mine if j["state"] in ("PENDING", "RUNNING")]
-            news = [j for j in mine if j not in active and j["id"] not in reported]
+            news = [j for j in mine if j not in active
+                    and f"{j['id']}:{j['state']}:{j['restarts']}" not in reported]
             if not active or news or time.time() > deadline:
                 break
             time.sleep(0.2)
-        reported_file.write_text(json.dumps(sorted(reported | {j["id"] for j in news})))
+        reported_file.write_text(json.dumps(sorted(
+            reported | {f"{j['id']}:{j['state']}:{j['restarts']}" for j in news})))
         for j in mine:
             print(f"{j['id']}|{j['state']}")
     elif "o" in opts and opts["o"].startswith("Account"):
@@ -202,11 +272,65 @@ def sacct(argv: list[str]) -> int:
     return 0
 
 
+SQUEUE_FIELDS = {"i": "id", "j": "name", "T": "state", "k": "comment", "P": "partition"}
+SQUEUE_LONG = {"jobid": "id", "name": "name", "state": "state", "comment": "comment",
+               "partition": "partition"}
+
+
 def squeue(argv: list[str]) -> int:
-    name = options(argv).get("name")
-    for j in jobs():
-        if name is None or j["name"] == name:
-            print(f"{j['id']}|{j['state']}")
+    """``--format`` (``%.10i %j %T %k %P``, default ``%i|%T``) or ``-O``/``--Format``
+    (``JobID:10,Name,State,Comment:60``); pending and running jobs unless ``--states=all``."""
+    opts = options(argv)
+    name = opts.get("name")
+    shown = [j for j in jobs() if (name is None or j["name"] == name)
+             and (opts.get("states", "").lower() == "all" or j["state"] in ("PENDING", "RUNNING"))]
+    long = opts.get("O") or opts.get("Format")
+    if long:
+        cols = [(f.split(":")[0], int(f.split(":")[1]) if ":" in f else 20)
+                for f in long.split(",")]
+        rows = [[c.upper() for c, _ in cols]] if "noheader" not in opts else []
+        rows += [[str(j.get(SQUEUE_LONG.get(c.lower(), ""), "")) for c, _ in cols] for j in shown]
+        for row in rows:
+            print("".join(v[:w].ljust(w) for v, (_, w) in zip(row, cols)).rstrip())
+        return 0
+    fmt = opts.get("format") or opts.get("o") or "%i|%T"
+    for j in shown:
+        print(re.sub(r"%\.?(\d*)([a-zA-Z])",
+                     lambda m: str(j.get(SQUEUE_FIELDS.get(m.group(2), ""), "")).rjust(
+                         int(m.group(1) or 0)), fmt))
+    return 0
+
+
+def scontrol(argv: list[str]) -> int:
+    """``show config`` (MinJobAge), ``-o show job ID``, ``-o show partition NAME``,
+    ``requeue ID``."""
+    args = [a for a in argv if a not in ("-o", "--oneliner")]
+    if args[:2] == ["show", "job"]:
+        if not (JOBS / f"{args[2]}.json").exists():
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return 1
+        j = read_job(args[2])
+        print(f"JobId={j['id']} JobName={j['name']} JobState={j['state']} Requeue={j['requeue']} "
+              f"Restarts={j['restarts']} BatchFlag=1 Partition={j['partition']} "
+              f"NumNodes={j['nodes']} NodeList={nodelist(j['nodes'])} Comment={j['comment']}")
+        return 0
+    if args[:2] == ["show", "partition"]:
+        print(f"PartitionName={args[2]} AllowGroups=ALL Default=NO State=UP "
+              f"PreemptMode={os.environ.get('FAKE_SLURM_PREEMPT_MODE', 'REQUEUE').upper()}")
+        return 0
+    if args[:1] == ["requeue"]:
+        with job_record(args[1]) as job:
+            if job.get("state") in (None, "PENDING", "RUNNING"):
+                print("fake scontrol: only a finished job's requeue is modelled", file=sys.stderr)
+                return 2
+            if job["requeue"] != "1":
+                print(f"Requested operation is presently disabled for job {args[1]}",
+                      file=sys.stderr)
+                return 1
+            job.update(state="PENDING", restarts=job["restarts"] + 1, steps=[])
+        start_job(args[1], truncate=not job["append"])
+        return 0
+    print("MinJobAge               = 300 sec\nMaxArraySize            = 1001")
     return 0
 
 
@@ -226,8 +350,8 @@ def scancel(argv: list[str]) -> int:
                 for step in job["steps"]:
                     for pgid in step["pgids"] if step["running"] else []:
                         _killpg(pgid, sig)
-            if to_batch and "pid" in job:
-                _killpg(job["pid"], sig)
+            if to_batch and "batch_pgid" in job:
+                _killpg(job["batch_pgid"], sig)
             if not sig_name:
                 job["state"] = "CANCELLED"
     return 0
@@ -299,8 +423,8 @@ def srun(argv: list[str]) -> int:
         for rank in range(ntasks):
             node = rank // tasks_per_node
             env = {**os.environ, "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
-                   "SLURM_JOB_NUM_NODES": str(job["nodes"]),
-                   "SLURM_JOB_NODELIST": nodelist(job["nodes"]), "SLURM_STEP_ID": str(step_id),
+                   "SLURM_STEP_ID": str(step_id), "SLURM_STEP_NODELIST": nodelist(nodes),
+                   "SLURM_NODELIST": nodelist(nodes), "SLURM_STEP_NUM_NODES": str(nodes),
                    "SLURM_NNODES": str(nodes), "SLURM_NTASKS": str(ntasks),
                    "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_PROCID": str(rank),
                    "SLURM_NODEID": str(node), "SLURM_LOCALID": str(rank % tasks_per_node),
@@ -340,8 +464,10 @@ def srun(argv: list[str]) -> int:
 def main() -> int:
     tool, argv = sys.argv[1], sys.argv[2:]
     if tool == "_run":
-        return run_job(argv[0], argv[1])
+        return run_job(argv[0])
     record(tool, argv)
+    if tool == "_preempt":
+        return preempt(argv)
     if tool == "sbatch":
         return sbatch(argv)
     if tool == "sacct":
@@ -356,8 +482,7 @@ def main() -> int:
         print("PARTITION\ncpu*\ngpu")
         return 0
     if tool == "scontrol":
-        print("MinJobAge               = 300 sec\nMaxArraySize            = 1001")
-        return 0
+        return scontrol(argv)
     if tool in ("sacctmgr", "sshare"):
         print(ACCOUNT)
         return 0

@@ -10,12 +10,15 @@ import pytest
 
 from pipeline_lib.training.launch import (
     SAVE_GRACE_S,
+    THREAD_VARS,
+    AllocationMismatch,
     attempt_header,
     build_command,
     child_env,
-    first_host,
+    expand_hostlist,
     granted_gpus,
     plan,
+    preemption_problem,
 )
 
 ARGS = ["--config", "c.yaml", "--out-dir", "out"]
@@ -68,10 +71,55 @@ def test_each_process_gets_its_share_of_the_node_cpus():
     # one process on a workstation: all the CPUs the rule was given (its threads)
     alone = plan({}, cpus=6)
     assert child_env({}, build_command(ARGS, {}, alone, python="py"), alone) == \
-        {"OMP_NUM_THREADS": "6"}
+        dict.fromkeys(THREAD_VARS, "6")
     one_node = plan({"SLURM_GPUS_ON_NODE": "4"}, cpus=32)
     assert child_env({}, build_command(ARGS, {}, one_node, python="py"), one_node)[
         "OMP_NUM_THREADS"] == "8"
+
+
+def test_every_thread_count_snakemake_sets_is_shared_per_process():
+    """Issue 23, item 6: Snakemake's shell sets MKL_NUM_THREADS (and OpenBLAS', ...) to the
+    node's CPUs like OMP_NUM_THREADS; each of 4 processes must get a quarter in all of them."""
+    snakemake_shell = {var: "32" for var in THREAD_VARS}
+    layout = plan({"SLURM_GPUS_ON_NODE": "4"}, gpus_per_node=4, cpus=32)
+    out = child_env(snakemake_shell, build_command(ARGS, {}, layout, python="py"), layout)
+    assert {var: out[var] for var in THREAD_VARS} == dict.fromkeys(THREAD_VARS, "8")
+    assert out["MKL_NUM_THREADS"] == "8"
+
+
+def test_nodes_come_from_the_config_not_from_the_job_step():
+    """Issue 23, item 3: the plugin's jobstep strips SLURM_JOB_NUM_NODES and real `srun -n1
+    --nodes=2` shrinks its step to one node (SLURM_NNODES=1); the trainer of a 2-node job must
+    still span both nodes of the allocation, not start `torchrun --standalone --nnodes=1`."""
+    step = {"SLURM_JOB_ID": "9", "SLURM_NNODES": "1", "SLURM_NODELIST": "gpu007",
+            "SLURM_GPUS_ON_NODE": "4", "SLURM_CPUS_PER_TASK": "32"}
+    layout = plan(step, nodes=2, gpus_per_node=4, nodelist="gpu[007-008]")   # scontrol's NodeList
+    assert layout.nodes == 2 and layout.hosts == ("gpu007", "gpu008")
+    cmd = build_command(ARGS, step, layout, python="py")
+    assert cmd[:3] == ["srun", "--overlap", "--nodes=2"] and "--standalone" not in cmd
+
+
+@pytest.mark.parametrize("nodelist,nodes", [("gpu007", 2), ("gpu[007-009]", 2), ("", 2),
+                                            ("gpu[1-2]", 3)])
+def test_an_allocation_that_does_not_hold_the_configured_nodes_is_refused(nodelist, nodes):
+    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": nodelist}
+    with pytest.raises(AllocationMismatch, match=f"{nodes}"):
+        plan(env, nodes=nodes, gpus_per_node=4)
+
+
+def test_a_one_node_trainer_may_run_in_a_larger_allocation():
+    layout = plan({"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]"}, nodes=1)
+    assert layout.nodes == 1 and layout.hosts == ("n1", "n2")
+
+
+@pytest.mark.parametrize("mode,requeue,problem", [
+    ("OFF", "0", None), ("REQUEUE", "1", None), ("SUSPEND,GANG", "0", None),
+    ("CANCEL", "1", "PreemptMode=CANCEL"), ("REQUEUE", "0", "Requeue=0")])
+def test_a_preemption_that_would_not_requeue_the_job_is_named(mode, requeue, problem):
+    """Issue 23, item 2: a PREEMPTED job that is not requeued is polled for ever by the plugin."""
+    found = preemption_problem({"Requeue": requeue},
+                               {"PartitionName": "gpu", "PreemptMode": mode})
+    assert found is None if problem is None else problem in found
 
 
 def test_attempt_header_names_the_attempt_and_the_slurm_job():
@@ -96,10 +144,13 @@ def test_granted_gpus_falls_back_to_config_off_cluster():
     assert plan({}, nodes=1, gpus_per_node=0).procs_per_node == 1
 
 
-@pytest.mark.parametrize("nodelist,host", [("node1", "node1"), ("gpu[003-004,010]", "gpu003"),
-                                           ("a[9],b[1-2]", "a9"), ("n[12,14]", "n12")])
-def test_first_host(nodelist, host):
-    assert first_host(nodelist) == host
+@pytest.mark.parametrize("nodelist,hosts", [
+    ("node1", ["node1"]), ("gpu[003-004,010]", ["gpu003", "gpu004", "gpu010"]),
+    ("a[9],b[1-2]", ["a9", "b1", "b2"]), ("n[12,14]", ["n12", "n14"]), ("", []),
+    ("r[1-2]-n[1-2]", ["r1-n1", "r1-n2", "r2-n1", "r2-n2"]), ("gpu[098-101]x", [
+        "gpu098x", "gpu099x", "gpu100x", "gpu101x"])])
+def test_expand_hostlist(nodelist, hosts):
+    assert expand_hostlist(nodelist) == hosts
 
 
 def test_cli_prints_the_command_without_running_it():
@@ -107,6 +158,6 @@ def test_cli_prints_the_command_without_running_it():
                           "--cpus", "6", "--attempt", "3", "--print-only", "--", "--steps", "5"],
                          capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."}, check=True)
-    assert "--nproc_per_node=2" in out.stdout and out.stdout.strip().endswith("--steps 5")
+    assert "--nproc_per_node=2" in out.stdout and out.stdout.strip().endswith("--attempt 3 --steps 5")
     assert out.stderr.startswith("===== attempt 3: ")
-    assert "launch: OMP_NUM_THREADS=3 " in out.stderr
+    assert "launch: OMP_NUM_THREADS=3 MKL_NUM_THREADS=3 " in out.stderr

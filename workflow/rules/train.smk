@@ -40,11 +40,15 @@ rule train_model:
     # The job's shape comes from config cluster alone (profiles/slurm adds partition, memory,
     # time): `nodes` and `gres` are snakemake-executor-plugin-slurm's sbatch --nodes and --gres,
     # GPUs per node (its `gpu` would be --gpus, a total that the nodes share); "" = no GPU.
-    # `attempt` (1, 2, ...) heads each attempt's output in the log.
+    # `attempt` (1, 2, ...) heads each attempt's output in the log and goes into the training
+    # manifest's attempts. `require_requeue` (1): under SLURM the launcher refuses to start a job
+    # that a pre-emption would end for good (profiles/slurm may set 0; README "Running on SLURM").
+    # Resources, not params: neither may rerun a finished job.
     resources:
         nodes=config["cluster"]["nodes"],
         gres=f"gpu:{config['cluster']['gpus_per_node']}" if config["cluster"]["gpus_per_node"] else "",
         attempt=lambda wc, attempt: attempt,
+        require_requeue=1,
     # config cluster.train_threads (64: what Snakemake lowers to --cores); under SLURM the
     # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
     # The launcher shares them among the node's processes (OMP_NUM_THREADS).
@@ -53,7 +57,10 @@ rule train_model:
     # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
     # (cross-task and its controls): plan.train_priority.
     priority: lambda wc: plan.train_priority(wc.model)
-    # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption): a retry resumes from checkpoints/last.
+    # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption): a retry (or SLURM's requeue) resumes
+    # from checkpoints/last. A run that finished is never continued: a job Snakemake reruns
+    # (--forcerun, new parameters, code or inputs) trains from scratch
+    # (pipeline_lib/training/resume.py).
     # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
     # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
     # fails and a new one is submitted.
@@ -68,6 +75,7 @@ rule train_model:
     shell:
         "ln -sfn {wildcards.model}.attempts.log {log:q};"
         " exec python -m pipeline_lib.training.launch --attempt {resources.attempt}"
+        " --require-requeue {resources.require_requeue}"
         " --nodes {params.nodes} --gpus-per-node {params.gpus} --cpus {threads} --"
         " --config-json {params.cfg:q} --shards {input.shards:q}/{params.data}/train"
         " --dev-shards {input.dev_shards:q}/{params.data}/dev {params.aux} --spm {input.spm:q}"
