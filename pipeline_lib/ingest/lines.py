@@ -181,6 +181,7 @@ REFS = "a path or a list of references, each a path or a list of paths"
 TEXT = "a string"
 TEXTS = "a non-empty list of strings"
 FLAG = "true or false"
+COUNT = "a positive integer"
 
 
 def _is_path(v: object) -> bool:
@@ -198,6 +199,7 @@ _KIND_CHECK = {
     TEXT: lambda v: isinstance(v, str),
     TEXTS: lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v),
     FLAG: lambda v: isinstance(v, bool),
+    COUNT: lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
 }
 # every split may say that it is allowed to yield nothing (see ingest.__main__)
 ALLOW_EMPTY = "allow_empty"
