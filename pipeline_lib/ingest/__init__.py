@@ -52,6 +52,8 @@ READERS: dict[str, str] = {
     "mono_sgml": "mono",
     "mono_text": "mono",
     "aspec": "aspec",
+    "gale_tdf": "tdf",
+    "union": "union",
 }
 
 
