@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.ingest.download import CATALOGUE, LDC_TRAIN, NIST_SETS
+from pipeline_lib.ingest.download import CATALOGUE, NIST_SETS, ZHANG2018_DOC, ZHANG2018_SENT
 from pipeline_lib.plan import Plan, load_config
 from pipeline_lib.presets import apply_preset
 
@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
 PRESETS = sorted((ROOT / "config/presets").glob("*.yaml"))
 EXPECTED = {"zhang2018_zh-en", "chen2021_en-de_ted", "chen2021_en-de_news",
-            "chen2021_en-de_europarl", "jiang2019_es-en_ted"}
+            "chen2021_en-de_europarl", "jiang2019_es-en_ted", "deguchi2019_ja-en_aspec",
+            "tu2018_zh-en_ted"}
 
 
 def _load(path: Path) -> dict:
@@ -70,11 +71,19 @@ def test_downloaded_corpora_come_from_the_catalogue(preset):
                         assert p.startswith(f"resources/corpora/{spec['download']}/"), p
 
 
-def test_zhang2018_requires_every_ldc_release_and_nist_set():
-    data = _load(ROOT / "config/presets/zhang2018_zh-en.yaml")
+def test_zhang2018_names_every_release_of_footnote_3_and_requires_those_it_reads():
+    """Footnote 3 lists the sentence- and document-level releases; the preset says of each
+    what it does with it, and requires (before the DAG) exactly the directories it reads."""
+    path = ROOT / "config/presets/zhang2018_zh-en.yaml"
+    data, text = _load(path), path.read_text()
+    assert all(release in text for release in ZHANG2018_SENT + ZHANG2018_DOC)
+    read = {p.split("/")[3] for part in data["corpora"]["ldc_doc"]["parts"]
+            for sub in part["splits"].values() for key in ("src", "tgt")
+            for p in (sub[key] if isinstance(sub[key], list) else [sub[key]])
+            for p in (p if isinstance(p, list) else [p])}
+    assert read == {"LDC2002T01", "LDC2009T15", "LDC2010T03"} <= set(ZHANG2018_DOC)
     required = set(data["downloads"]["ldc_required"])
-    assert required == set(LDC_TRAIN) | set(NIST_SETS)
-    assert set(data["downloads"]["ldc"]) == required
+    assert required == read | set(NIST_SETS) == set(data["downloads"]["ldc"])
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
@@ -82,8 +91,9 @@ def test_every_job_reads_splits_its_corpora_have(preset):
     """A job trains on `train`, validates on `dev`, and reads restoration instances from `mono`
     or `train` and parallel documents from `train` (a missing split only shows at training)."""
     config = load_config(overrides={"preset": preset.stem})
-    splits = {name: set(spec["splits"]) for name, spec in config["corpora"].items()}
-    for job in Plan(config).jobs.values():
+    plan = Plan(config)
+    splits = {name: plan.splits(name) for name in config["corpora"]}
+    for job in plan.jobs.values():
         assert "train" in splits[job.corpus], job.name
         assert "dev" in splits[job.dev_corpus], (job.name, job.dev_corpus)
         if job.aux:
@@ -92,9 +102,12 @@ def test_every_job_reads_splits_its_corpora_have(preset):
 
 
 def _has_documents(spec: dict, split: str) -> bool:
-    """Whether a corpus split is read as multi-sentence documents (ldc_sent never is; plaintext
-    only with document ids or separators)."""
-    if spec["reader"] == "ldc_sent":
+    """Whether a corpus split is read as multi-sentence documents (ldc_sent and aspec never are;
+    plaintext only with document ids or separators; a union where all its parts having the split
+    are)."""
+    if spec["reader"] == "union":
+        return all(_has_documents(p, split) for p in spec["parts"] if split in p["splits"])
+    if spec["reader"] in ("ldc_sent", "aspec"):
         return False
     sub = spec["splits"][split]
     return spec["reader"] != "plaintext" or "docids" in sub or "doc_separator" in sub
@@ -113,7 +126,7 @@ def test_document_level_steps_read_documents(preset):
             split = "mono" if "mono" in corpora[job.aux_corpus]["splits"] else "train"
             assert _has_documents(corpora[job.aux_corpus], split), job.name
     for name, spec in corpora.items():   # Maruf et al. (2019) files are read as documents
-        for split, sub in spec.get("splits", {}).items():
+        for split, sub in spec.get("splits", {}).items():  # (no union holds them)
             if "concatenated_en2de_" in str(sub.get("src")):
                 assert sub.get("doc_separator") == "<d>", (name, split)
 
