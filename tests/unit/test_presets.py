@@ -103,8 +103,7 @@ def test_every_job_reads_splits_its_corpora_have(preset):
 
 def _has_documents(spec: dict, split: str) -> bool:
     """Whether a corpus split is read as multi-sentence documents (ldc_sent and aspec never are;
-    plaintext only with document ids or separators; a union where all its parts having the split
-    are)."""
+    plaintext only with document ids or separators; a union when every part with that split is)."""
     if spec["reader"] == "union":
         return all(_has_documents(p, split) for p in spec["parts"] if split in p["splits"])
     if spec["reader"] in ("ldc_sent", "aspec"):
