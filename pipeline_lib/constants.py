@@ -93,6 +93,7 @@ class IngestReason(str, Enum):
     DOC_NOT_CONTIGUOUS = "doc_id_not_contiguous"       # doc-id file revisits an earlier document
     DOC_TYPE_EXCLUDED = "doc_type_excluded"            # Gigaword non-story documents
     NO_SEGMENTS = "document_without_segments"          # e.g. Gigaword <TEXT> without <P>
+    FIELD_COUNT = "field_count"                        # a ` ||| ` line (ASPEC) with the wrong fields
 
 
 class IngestRepair(str, Enum):

@@ -116,11 +116,13 @@ class Plan:
         return list(self.config["corpora"])
 
     def splits(self, corpus: str) -> set[str]:
-        """The splits a corpus's ingestion writes: its ``splits`` keys; the bible reader makes
-        ``train`` from every book not in ``dev_books``/``test_books``."""
+        """The splits a corpus's ingestion writes: its ``splits`` keys (a union's: those of its
+        parts); the bible reader makes ``train`` from every book not in ``dev_books``/``test_books``."""
         spec = self.config["corpora"][corpus]
         if spec["reader"] == "bible":
             return {"train"} | {s for s in ("dev", "test") if spec[f"{s}_books"]}
+        if spec["reader"] == "union":
+            return {s for part in spec["parts"] for s in part["splits"]}
         return set(spec["splits"])
 
     @property

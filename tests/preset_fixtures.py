@@ -9,7 +9,10 @@ NIST SGML, gzipped English Gigaword, the Maruf Europarl training files).
 A run stages them in its working directory: catalogue entries as finished downloads
 (``resources/corpora/<entry>/`` plus its manifest, so rule download_corpus has nothing to do and
 nothing is fetched) and ``data/`` beside them, with the preset's ``/data/...`` paths and
-``downloads.ldc`` directories pointed there. WHY not drop the ``download:`` keys instead: Snakemake
+``downloads.ldc`` directories pointed there. A preset that parses (DBSA's) gets ``shared/ud/``:
+the UD treebanks the repository ships (English EWT) and ``tests/data/presets/ud/``'s
+UD_Japanese-smoke, a 75-sentence fixture in UD's scheme (UD_Japanese-GSD, the preset's own
+treebank, cannot be downloaded here), so that stanza trains tiny models offline. WHY not drop the ``download:`` keys instead: Snakemake
 deep-merges command-line config over the preset, which can replace values but not delete keys;
 staging the downloads also reads every catalogue path of the preset exactly as written.
 """
@@ -25,6 +28,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data" / "presets"
+SHARED = "shared"            # staged treebanks (<work>/shared/ud/<name>/), the run's shared_dir
+#: The Japanese treebank a smoke run trains its stanza models on (see the module docstring).
+JA_SMOKE = {"name": "UD_Japanese-smoke", "prefix": "ja_smoke", "commit": "fixture"}
 PRESETS = sorted(p.stem for p in (ROOT / "config" / "presets").glob("*.yaml"))
 PLACEHOLDER = "/data/"       # the presets' prefix for material that cannot be downloaded
 STAGED = "data/"             # where it is staged, relative to the run's working directory
@@ -55,14 +61,22 @@ def fixture_overrides(name: str) -> dict:
 
 
 def smoke_overrides(name: str) -> dict:
-    """Every stage at smoke size: 1+1-layer d_model 32 models, 6 updates per job, beam 2."""
-    jobs = preset(name)["model_settings"]
+    """Every stage at smoke size: 1+1-layer d_model 32 models, 6 updates per job, beam 2, stanza
+    models of 8 tagger and parser steps (Japanese on the UD_Japanese-smoke fixture)."""
+    p = preset(name)
+    jobs = p["model_settings"]
+    langs = {p["src_lang"], p["tgt_lang"]}
     return {
+        "shared_dir": SHARED,
+        "stanza": {"download": False,
+                   "treebanks": {"ja": dict(JA_SMOKE)} if "ja" in langs else {},
+                   "training": {"tagger_steps": 8, "parser_steps": 8, "hidden_dim": 32,
+                                "deep_biaff_hidden_dim": 32, "word_emb_dim": 16, "tag_emb_dim": 8,
+                                "transformed_dim": 16, "parser_layers": 1}},
         "model": {"preset": "tiny"},
         "model_presets": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
                                    "dec_layers": 1}},
-        "bpe": {"vocab_size": 150},
-        "stanza": {"download": False},
+        "bpe": {"vocab_size": 400},   # Chinese fixtures hold ~200 distinct characters
         "parse": {"max_sentences_per_split": 40, "shards": 1},
         "cluster": {"gpus_per_node": 0},
         "train": {**SMOKE_STEPS, "max_tokens": 1024, "update_freq": 1, "compile": False,
@@ -78,6 +92,11 @@ def stage(name: str, work: Path, downloads: bool) -> None:
     """Put the preset's fixtures into ``work``: ``data/`` always (paths the DAG must see, LDC
     directories that must exist), the catalogue entries as finished downloads if ``downloads``."""
     shutil.copytree(FIXTURES / "data", work / "data", dirs_exist_ok=True)
+    shared = work / SHARED / "ud"
+    shutil.copytree(FIXTURES / "ud", shared, dirs_exist_ok=True)
+    for treebank in (ROOT / "third_party" / "ud").iterdir():
+        if treebank.is_dir() and not (shared / treebank.name).exists():
+            (shared / treebank.name).symlink_to(treebank)
     p = preset(name)
     for directory in _local(p.get("downloads", {}).get("ldc", {})).values():
         (work / directory).mkdir(parents=True, exist_ok=True)   # releases the preset never reads

@@ -51,6 +51,9 @@ READERS: dict[str, str] = {
     "ldc_sent": "ldc",
     "mono_sgml": "mono",
     "mono_text": "mono",
+    "aspec": "aspec",
+    "gale_tdf": "tdf",
+    "union": "union",
 }
 
 

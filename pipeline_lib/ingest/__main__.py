@@ -24,6 +24,7 @@ from typing import Iterator
 from pipeline_lib.constants import DOCS_FILE, MANIFEST_FILE, NAME_PATTERN, QUARANTINE_FILE, Split
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
 from pipeline_lib.ingest.lines import ALLOW_EMPTY, counting_repairs
+from pipeline_lib.ingest.union import parts as union_parts
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.schema import Rejected, doc_writer, quarantine_writer
 
@@ -41,6 +42,15 @@ def _parts(spec: dict) -> Iterator[tuple[dict, dict[str, tuple[list[str], bool]]
     """The entry cut into what is read in one go, each with the splits it must fill:
     ``(spec to read, {split: (its files, may it be empty)})``. One split at a time where the
     entry has ``splits``, so that an empty split is told apart from its quarantined records."""
+    if spec.get("reader") == "union":   # read whole: a split must be filled by some part
+        expected: dict[str, tuple[list[str], bool]] = {}
+        for part in union_parts(spec):
+            for _, splits in _parts(part):
+                for name, (files, may_be_empty) in splits.items():
+                    before, allowed = expected.get(name, ([], True))
+                    expected[name] = (before + files, allowed and may_be_empty)
+        yield spec, expected
+        return
     if "splits" not in spec:  # bible: splits come from book lists
         files = [spec.get("src_module", ""), spec.get("tgt_module", "")]
         names = [Split.TRAIN.value] + [Split.DEV.value] * bool(spec.get("dev_books")) \
@@ -49,7 +59,7 @@ def _parts(spec: dict) -> Iterator[tuple[dict, dict[str, tuple[list[str], bool]]
         return
     for name, sub in spec["splits"].items():
         yield ({**spec, "splits": {name: sub}},
-               {name: ([p for k in ("src", "tgt", "docids") for p in _flat(sub.get(k))],
+               {name: ([p for k in ("src", "tgt", "docids", "file") for p in _flat(sub.get(k))],
                        bool(sub.get(ALLOW_EMPTY, False)))})
 
 
@@ -69,7 +79,7 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path) -> dict:
         for part, expected in _parts(spec):
             read_before = kept.count + bad.count
             reasons: Counter = Counter()
-            for item in reader.read(corpus, part, limits):
+            for item in reader_module(part.get("reader")).read(corpus, part, limits):
                 if isinstance(item, Rejected):
                     bad.write(item)
                     manifest.reject(item.reason)

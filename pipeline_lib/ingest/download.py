@@ -85,7 +85,7 @@ CATALOGUE: dict[str, Entry] = {e.name: e for e in [
           (Source(f"{_WIT3}/2017-01-trnted/texts/zh/en/zh-en.tgz",
                   md5="1c0ae40171d52593df8a6963d3828116"),), "CC BY-NC-ND 4.0 (TED)"),
     Entry("iwslt15_zh_en",
-          "IWSLT 2015 TED Zh-En (TED15 of Chen et al. 2021), WIT3 release 2015-01",
+          "IWSLT 2015 TED Zh-En (the TED domain of Tu et al. 2018), WIT3 release 2015-01",
           (Source(f"{_WIT3}/2015-01/texts/zh/en/zh-en.tgz",
                   note="no published checksum; use --trust-first-download"),),
           "CC BY-NC-ND 4.0 (TED)"),
@@ -144,8 +144,11 @@ CATALOGUE: dict[str, Entry] = {e.name: e for e in [
                   note="branch archive; pinned by lock"),), "see repository"),
 ]}
 
-# Licensed LDC corpora of Zhang et al. (2018) Zh-En (training) and NIST MT test sets.
-LDC_TRAIN = ("LDC2002E18", "LDC2003E07", "LDC2003E14", "LDC2004T07", "LDC2004T08", "LDC2005T06")
+# Licensed LDC corpora of Zhang et al. (2018) Zh-En, footnote 3: sentence-level and
+# document-level training releases; and the NIST MT test sets (Sec. 3.1).
+ZHANG2018_SENT = ("LDC2002E18", "LDC2003E07", "LDC2003E14", "LDC2004T08")
+ZHANG2018_DOC = ("LDC2002T01", "LDC2004T07", "LDC2005T06", "LDC2005T10", "LDC2009T02",
+                 "LDC2009T15", "LDC2010T03")
 NIST_SETS = ("MT02", "MT03", "MT04", "MT05", "MT06", "MT08")
 
 

@@ -9,6 +9,9 @@ Spec keys (``corpora.<name>``)::
         src: LDC2002T01/source/*.sgm          # path, glob, or list of them (all one source side)
         tgt: [LDC2002T01/E01/*.sgm,           # one entry per reference (translator); the files
               LDC2002T01/E02/*.sgm]           # an entry matches together form that reference
+        src_encoding: gb18030                 # optional: the source files' encoding (default
+                                              # utf-8; MTC's Chinese is GB2312, read as its
+                                              # superset GB18030; Big5 as big5hkscs)
 
     reader: ldc_sent                          # sentence-aligned text files without documents:
     splits:                                   # LDC2002E18-style releases, WMT training corpora
@@ -32,12 +35,14 @@ from __future__ import annotations
 from typing import Iterator
 
 from pipeline_lib.ingest import Limits, SpecError
-from pipeline_lib.ingest.lines import PATHS, REFS, as_list, emit_document, expand, file_label, splits
+from pipeline_lib.ingest.lines import (ENCODING, PATHS, REFS, as_list, emit_document, expand,
+                                       file_label, splits)
 from pipeline_lib.ingest.markup import align, read_docs
 from pipeline_lib.ingest.plaintext import read_aligned, segment
 from pipeline_lib.schema import Rejected, Sentence
 
-KEYS = {"ldc_doc": {"src": PATHS, "tgt": REFS}, "ldc_sent": {"src": PATHS, "tgt": PATHS}}
+KEYS = {"ldc_doc": {"src": PATHS, "tgt": REFS, "src_encoding": ENCODING},
+        "ldc_sent": {"src": PATHS, "tgt": PATHS}}
 REQUIRED = ("src", "tgt")
 
 
@@ -76,6 +81,7 @@ def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejecte
                                              [segment(src, src_path, tgt, tgt_path)], limits,
                                              has_context=False)
         else:
-            src_docs = [d for path in expand(sub["src"]) for d in read_docs(path)]
+            enc = sub.get("src_encoding", "utf-8")
+            src_docs = [d for path in expand(sub["src"]) for d in read_docs(path, encoding=enc)]
             ref_sets = [[d for path in ref for d in read_docs(path)] for ref in _ref_sets(sub)]
             yield from align(corpus, split, src_docs, ref_sets, limits)

@@ -17,6 +17,7 @@ that every kept row can name the file and line it came from. What decoding check
 
 from __future__ import annotations
 
+import codecs
 import glob
 import gzip
 import logging
@@ -122,15 +123,15 @@ def _open(path: str) -> IO[bytes]:
         raise InputError(path, None, f"cannot open: {e.strerror or e}") from None
 
 
-def decode(raw: bytes, no: int, path: str) -> Line:
+def decode(raw: bytes, no: int, path: str, encoding: str = "utf-8") -> Line:
     """One line's bytes (line end removed) as a ``Line``; see the module docstring."""
-    if no == 1 and raw.startswith(UTF8_BOM):
+    if no == 1 and raw.startswith(UTF8_BOM) and encoding == "utf-8":
         raw = raw[len(UTF8_BOM):]
     fault = None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode(encoding)
     except UnicodeDecodeError:
-        text, fault = raw.decode("utf-8", errors="replace"), IngestReason.UNDECODABLE
+        text, fault = raw.decode(encoding, errors="replace"), IngestReason.UNDECODABLE
     if "\ufeff" in text:
         log.warning("%s:%d: byte-order mark inside the file removed (files concatenated?)", path, no)
         note_repair(IngestRepair.STRAY_BOM, text.count("\ufeff"))
@@ -140,14 +141,16 @@ def decode(raw: bytes, no: int, path: str) -> Line:
     return Line(no, text, fault)
 
 
-def read_lines(path: str) -> Iterator[Line]:
-    """Lines of a UTF-8 file without their line ends (LF or CRLF), 1-based numbers."""
+def read_lines(path: str, encoding: str = "utf-8") -> Iterator[Line]:
+    """Lines of a UTF-8 file (or of ``encoding``, an ASCII-compatible one such as the GB18030 and
+    Big5 of older LDC Chinese releases, whose bytes never contain a line feed inside a
+    character) without their line ends (LF or CRLF), 1-based numbers."""
     with _open(path) as f:
         try:
             check_encoding(path, f.read(SNIFF_BYTES))
             f.seek(0)
             for no, raw in enumerate(f, 1):
-                yield decode(raw.rstrip(b"\r\n"), no, path)
+                yield decode(raw.rstrip(b"\r\n"), no, path, encoding)
         except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt .gz
             raise InputError(path, None, f"cannot read: {e}") from None
 
@@ -181,6 +184,16 @@ REFS = "a path or a list of references, each a path or a list of paths"
 TEXT = "a string"
 TEXTS = "a non-empty list of strings"
 FLAG = "true or false"
+COUNT = "a positive integer"
+ENCODING = "the name of an ASCII-compatible Python codec (e.g. gb18030, big5hkscs)"
+
+
+def _ascii_compatible(name: str) -> bool:
+    """A codec that reads ASCII as ASCII (and so LF as the line end): UTF-16/32 are not."""
+    try:
+        return codecs.lookup(name) and "\n<>".encode(name) == b"\n<>"
+    except (LookupError, UnicodeError):
+        return False
 
 
 def _is_path(v: object) -> bool:
@@ -198,6 +211,8 @@ _KIND_CHECK = {
     TEXT: lambda v: isinstance(v, str),
     TEXTS: lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v),
     FLAG: lambda v: isinstance(v, bool),
+    COUNT: lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    ENCODING: lambda v: isinstance(v, str) and _ascii_compatible(v),
 }
 # every split may say that it is allowed to yield nothing (see ingest.__main__)
 ALLOW_EMPTY = "allow_empty"

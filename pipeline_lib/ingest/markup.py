@@ -91,8 +91,9 @@ class Doc:
         return [Text(s.text, self.file, s.line, s.fault) for s in self.segs]
 
 
-def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
-    """All documents of a file; text outside ``seg_tag`` elements (headers, titles) is skipped."""
+def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[Doc]:
+    """All documents of a file; text outside ``seg_tag`` elements (headers, titles) is skipped.
+    ``encoding``: the file's (UTF-8 unless a release says otherwise, see ``lines.read_lines``)."""
     docs: list[Doc] = []
     set_index = -1
     open_set: tuple[str, int] | None = None    # (tag, line) of the set being read
@@ -112,7 +113,7 @@ def read_docs(path: str, seg_tag: str = "seg") -> list[Doc]:
             seg = None
         parts.clear()
 
-    for line in read_lines(path):
+    for line in read_lines(path, encoding):
         last = line
         if BROKEN.search(TAG.sub("", line.text)):
             raise InputError(path, line.no, f"malformed tag in {line.text[:80]!r}")

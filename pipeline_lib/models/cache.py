@@ -4,22 +4,23 @@ Transformer.
 
 A cache of I slots per document remembers, for every target word already translated in the
 document, a key (the attention context c_i), a value (the decoder state s_i) and the word y_i
-itself. While translating the next sentence each decoder state reads the cache and is combined
-with what it reads before the output layer (cache reading)::
+itself (Sec. 3.1). While translating the next sentence each decoder state reads the cache and is
+combined with what it reads before the output layer (Sec. 3.2)::
 
-    P_m(c_i | c_t) = softmax_i(c_t^T c_i)                       # (matching) key addressing
-    m_t = sum_i P_m(c_i | c_t) s_i                              # (reading) cache value
-    lambda_t = sigmoid(U s_t + V c_t + W m_t)                   # (gate) element-wise, (d,)
-    s~_t = (1 - lambda_t) * s_t + lambda_t * m_t                # (combining) deep fusion
-    P(y_t | ...) = softmax(E s~_t)                              # the Transformer's output layer
+    P_m(c_i | c_t) = softmax_i(c_t^T c_i)                       # (matching) Eq. 5
+    m_t = sum_i P_m(c_i | c_t) s_i                              # (reading) value reading
+    lambda_t = sigmoid(U s_t + V c_t + W m_t)                   # (gate) Eq. 8, element-wise (d,)
+    s~_t = (1 - lambda_t) * s_t + lambda_t * m_t                # (combining) Eq. 6
+    P(y_t | ...) = softmax(E s~_t)                              # Eq. 7: the Transformer's output layer
 
 The labels in parentheses mark the lines of the code below. After a sentence is finished its
-(c_t, s_t, y_t) triples are written (cache updating):
-if y_t is in the cache, its key and value are averaged with the new ones; otherwise it goes to an
-empty slot or, when the cache is full, replaces the least recently used entry. The cache is
-cleared at each new document. Training: the sentence-level model is loaded
-and frozen; only U, V, W are trained, on documents processed in sentence order, with the
-reference (teacher-forced) states written to the cache.
+(c_t, s_t, y_t) triples are written token by token (Sec. 3.3): if y_t is in the cache, its key
+and value are averaged with the new ones; otherwise it goes to an empty slot or, when the cache
+is full, replaces the least recently used entry (``ContinuousCache.write`` computes that
+sequence in one vectorised step). The cache is cleared at each new document. Training (Sec.
+3.4, Eq. 9-10): the sentence-level model is loaded and fixed; only U, V, W are trained, on
+documents processed in sentence order, with the reference (teacher-forced) states written to
+the cache.
 
 Choices for the Transformer and choices the paper leaves open
 -------------------------------------------------------------
@@ -35,8 +36,9 @@ Choices for the Transformer and choices the paper leaves open
   (its first sentence) lambda_t is set to 0, so the model is exactly the sentence-level
   Transformer there (combining with m_t = 0 would instead shrink s_t by (1 - lambda_t)).
 * What is written: every target token except EOS and padding (the hypothesis at inference has no
-  EOS either), one slot per distinct word. "Recently used" means written or updated (every slot
-  is *read* softly at every step, so reads cannot order the slots).
+  EOS either), one slot per distinct word (the paper's words are the RNN's vocabulary words; here
+  they are subword pieces). "Recently used" means written or updated (every slot is *read*
+  softly at every step, so reads cannot order the slots).
 * Inference (1-best): after beam search finishes a sentence, ``finish_sentences``
   re-runs the decoder teacher-forced on the 1-best to get its (c_t, s_t); those do not depend on
   the cache, and teacher-forced and incremental decoding agree, so these are the states search
@@ -44,8 +46,8 @@ Choices for the Transformer and choices the paper leaves open
 * Truncated back-propagation: written keys and values are detached, so gradients never flow
   into earlier sentences; with theta_s frozen they would reach nothing trainable anyway.
 
-Shallow fusion (``fusion: shallow``), the paper's word-level comparison
-----------------------------------------------------------------------
+Shallow fusion (``fusion: shallow``), the paper's word-level comparison (Sec. 4.4, Table 6)
+----------------------------------------------------------------------------------------
 The cache's words instead of its states are used, as in the continuous cache for language
 models of Grave et al. (2017) that the paper builds on (probability-level "shallow" fusion
 against the state-level "deep" fusion above): the read probabilities are summed per word,
@@ -74,17 +76,17 @@ trainer's greedy dev BLEU) reads no cache: the sentence-level model.
 
 Extras (``ModelConfig.extras``)
 -------------------------------
-``cache_size`` (int, 25): I, slots per document; the least recently used slot is
-overwritten once all I hold distinct words.
+``cache_size`` (int, 25): I, slots per document (the paper's choice after Table 2, Sec. 4.2);
+the least recently used slot is overwritten once all I hold distinct words.
 ``fusion`` ("deep" | "shallow", "deep"): combining on the decoder state (the paper's model) or the
 word-level probability interpolation above (its comparison).
 
 Two-step training
 -----------------
-Tu et al. add the cache to a pre-trained RNNsearch model; whether its parameters stay fixed
-while U, V, W are trained is not in any source this project could reach (the HAN paper, Miculicich
-et al. 2018, reads it as a second stage that trains the whole network). The default run freezes
-them (the DocT recipe; ``freeze: []`` trains everything); its matched control is the baseline
+Tu et al. (Sec. 3.4, Eq. 9-10; Sec. 4.1) pre-train RNNsearch, then fix its parameters and train
+only U, V, W for 5 more epochs on the same data (15 epochs for the baseline). The default run and
+``config/presets/tu2018_zh-en_ted.yaml`` do the same with the Transformer (``freeze:
+["@sentence_level"]``; ``freeze: []`` trains everything); the matched control is the baseline
 continued for the same updates on the same document streams' pairs.
 Step 1: ``name: transformer`` on all sentence pairs. Step 2: ``name: cache`` with
 ``train.init_from`` = the step-1 checkpoint and ``train.freeze`` =
@@ -194,83 +196,101 @@ class ContinuousCache:
         :param keys: (R, T, d) c_t. :param values: (R, T, d) s_t. :param words: (R, T) y_t.
         :param mask: (R, T) bool, True = write this token. :param rows: (R,) long stream index.
 
-        The result is that of writing the tokens one by one, in order: a word already cached
-        is averaged with each new occurrence in turn, a new word takes an empty slot, else the
-        least recently written one, and every write ticks the stream's clock. So a word that
-        occurs k times ends with weight 2^-(k-j+1) on its j-th occurrence (and 2^-k on its old
-        entry, or the first occurrence keeps that weight for a new word). Computed from a (T, T)
-        same-word matrix instead of a Python loop over tokens. One exception, where a sentence
-        brings more new words than the slots it can take (empty ones and those of words it does
-        not repeat): the slots then hold its most recent new words, whereas one-by-one writing
-        would also have evicted words written earlier in the same sentence. Stored detached
-        (truncated back-propagation between sentences).
+        The result is that of the paper's token-by-token writing (Sec. 3.3), in order: a word in
+        the cache is averaged with the new key and value, a word not in it takes an empty slot or
+        replaces the least recently written one, and every write ticks the stream's clock. Why no
+        loop is needed: the slots are a least-recently-used cache, which after any sequence of
+        writes holds exactly the ``I`` most recently written distinct words. So token t finds its
+        word cached iff fewer than ``I`` distinct other words were written since that word's
+        previous write (its stack distance), which a (T, T) same-word matrix and the slots'
+        timestamps give for every token at once; a miss starts the word afresh (an earlier entry
+        is gone, even one evicted by this very sentence), and each later hit halves the weight of
+        what came before. The cache then holds the ``I`` most recent of the sentence's words and
+        of the entries it did not write. Only *which* free slot a new word lands in may differ
+        from one-by-one writing (new words fill the free slots in the order of their first
+        write, empty slots by index first, then the least recently written): reading is a
+        softmax over slots and does not see their order. Stored detached (truncated
+        back-propagation between sentences).
         """
-        rows = rows.to(self.device)
         R, T = words.shape
-        size = self.words.size(1)
+        if T == 0:
+            return
+        dev, size = self.device, self.words.size(1)
+        rows = rows.to(dev)
         K, Vs, W = self.keys[rows], self.values[rows], self.words[rows]      # (R, I, d/.)
-        last_used, clock = self.last_used[rows], self.clock[rows]
+        last_used, clock = self.last_used[rows], self.clock[rows]            # (R, I), (R,)
         keys, values = keys.detach().to(K.dtype), values.detach().to(Vs.dtype)
-        ok = mask.to(self.device)
-        w = torch.where(ok, words.to(self.device), -2)                      # -2: never a word
-        pos = ok.long().cumsum(1)                                           # (R, T) 1-based tick
+        ok = mask.to(dev)
+        w = torch.where(ok, words.to(dev), -2)                              # -2: never a word
+        tick = clock[:, None] + ok.long().cumsum(1)                         # (R, T) write time
+        idx = torch.arange(T, device=dev)
+        before = idx[None, :] < idx[:, None]                                # (T, T) [t, u]: u < t
+        upto = ~before.T                                                    # [t, u]: u <= t
         same = (w[:, :, None] == w[:, None, :]) & ok[:, :, None] & ok[:, None, :]   # (R, T, T)
-        earlier = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()      # j <= t
-        count = same.sum(2)                                                 # k of each token
-        rank = (same & earlier).sum(2)                                      # j of each token
-        first_pos = same.int().argmax(2)                                    # its word's first
-        last = ok & rank.eq(count)                                          # one per word
+        prev = torch.where(same & before, idx, -1).amax(2)                  # (R, T) -1: none
+        nxt = torch.where(same & before.T, idx, T).amin(2)                  # (R, T) T: none
+        # alive[t, u]: u < t is the latest write of its word before t (counts distinct words)
+        alive = before & ok[:, None, :] & (nxt[:, None, :] >= idx[None, :, None])
+        # stack distance of each token: distinct words written since its word's previous write
         filled = W.ge(0)
         hit_at = (w[:, :, None] == W[:, None, :]) & filled[:, None, :]      # (R, T, I)
-        has_hit = hit_at.any(2)
-        hit_slot = hit_at.long().argmax(2)                                  # (R, T)
-        # occurrence weights of sequential averaging; the old entry's weight is 2^-k
-        weight = torch.pow(2.0, -(count - rank + 1).clamp(min=0).to(K.dtype))
-        new_first = ok & rank.eq(1) & ~has_hit
-        weight = torch.where(new_first, weight * 2.0, weight) * ok          # (R, T)
-        mix = same.to(K.dtype) * weight[:, None, :]                         # (R, T, T): t <- j
-        old_w = torch.where(has_hit, torch.pow(2.0, -count.to(K.dtype)), 0.0)[..., None]
-        old_k = K.gather(1, hit_slot[..., None].expand(-1, -1, K.size(2)))
-        old_v = Vs.gather(1, hit_slot[..., None].expand(-1, -1, Vs.size(2)))
-        k_new = mix @ keys + old_w * old_k                                  # (R, T, d)
-        v_new = mix @ values + old_w * old_v
-        tick = clock[:, None] + pos                                         # (R, T) last write
-        # slots for new words: empty ones by index, then unrepeated old words, oldest first
-        hit_slots = torch.zeros(R, size, dtype=torch.bool, device=self.device).scatter_(
-            1, hit_slot, has_hit & ok)
+        cached = hit_at.any(2)                                              # word in the cache
+        slot = hit_at.long().argmax(2)                                      # (R, T) its slot
+        stamp = torch.where(cached, last_used.gather(1, slot), -1)          # (R, T) its time
+        newer_slots = (filled[:, None, :] & (last_used[:, None, :] > stamp[:, :, None])).sum(2)
+        counted = cached[:, None, :] & (stamp[:, None, :] > stamp[:, :, None])   # in newer_slots
+        since_prev = (alive & (idx[None, None, :] > prev[:, :, None])).sum(2)
+        since_slot = newer_slots + (alive & ~counted).sum(2)
+        distance = torch.where(prev.ge(0), since_prev, torch.where(cached, since_slot, size))
+        miss = ok & distance.ge(size)                                       # (R, T)
+        # the state after each token: its word restarted at its last miss, else from its slot
+        start = torch.where(same & upto & miss[:, None, :], idx, -1).amax(2)   # (R, T)
+        fresh = start.ge(0)
+        rank = (same & upto).sum(2)                                         # j-th occurrence
+        chain = same & upto & (idx[None, None, :] >= start[:, :, None])     # [t, u] since start
+        after = (rank[:, :, None] - rank[:, None, :] + 1).clamp(min=0)     # [t, u] halvings
+        weight = torch.where(chain, torch.exp2(-after.to(K.dtype)), 0.0)   # (R, T, T) t <- u
+        weight = torch.where(idx[None, None, :] == start[:, :, None], 2.0 * weight, weight)
+        old_w = torch.where(fresh | ~cached, 0.0, torch.exp2(-rank.to(K.dtype)))   # (R, T)
+        # what stays: the I most recent of the sentence's words, then of the untouched entries
+        last = ok & nxt.eq(T)                                               # one per word
+        kept = last & (last[:, None, :] & before.T).sum(2).lt(size)         # (R, T)
+        touched = hit_at.any(1)                                             # (R, I)
+        untouched = filled & ~touched
+        newer_old = (untouched[:, None, :] & (last_used[:, None, :] > last_used[:, :, None])).sum(2)
+        stays = untouched & (last.sum(1, keepdim=True) + newer_old).lt(size)     # (R, I)
+        # slots: a word never missed keeps its own; new words fill the others in first-write
+        # order, empty slots by index first, then the least recently written
+        in_place = kept & ~fresh
+        held = stays | (in_place[..., None] & hit_at).any(1)                # (R, I)
         big = torch.iinfo(torch.long).max // 4
-        order_key = torch.where(~filled, torch.arange(size, device=self.device) - big,
-                                torch.where(hit_slots, big, last_used))
-        queue = order_key.argsort(1)                                        # (R, I)
-        free = order_key.lt(big).sum(1)                                     # (R,)
-        new = last & ~has_hit                                               # (R, T)
-        n_new = new.sum(1)
-        # more new words than free slots: keep the most recent (their last occurrence latest)
-        recency_rank = (new[:, None, :] & (pos[:, None, :] > pos[:, :, None])).sum(2)   # newer
-        keep = new & (recency_rank < free[:, None])
-        by_first = torch.where(keep, first_pos, T + 1).argsort(1)            # kept, in order
-        slot_of = torch.full((R, T), -1, dtype=torch.long, device=self.device)
-        n_keep = torch.minimum(n_new, free)
-        rank_in_keep = torch.empty_like(by_first).scatter_(
-            1, by_first, torch.arange(T, device=self.device).expand(R, T))
-        take = keep & (rank_in_keep < n_keep[:, None])
-        slot_of = torch.where(take, queue.gather(1, rank_in_keep.clamp(max=size - 1)), slot_of)
-        slot_of = torch.where(last & has_hit, hit_slot, slot_of)
+        order = torch.where(held, big, torch.where(filled, last_used,
+                                                   torch.arange(size, device=dev) - big))
+        queue = order.argsort(1)                                            # (R, I) free first
+        new = kept & fresh
+        nth = (new[:, None, :] & (start[:, None, :] < start[:, :, None])).sum(2)   # (R, T)
+        dest = torch.where(in_place, slot, torch.where(new, queue.gather(
+            1, nth.clamp(max=size - 1)), -1))                               # (R, T) -1: none
         # (R, T, I); -1 matches no slot. A comparison rather than one_hot, whose range check
         # reads the indices back to the host on some devices (a synchronisation per write).
-        to = slot_of[..., None] == torch.arange(size, device=self.device)
+        to = dest[..., None] == torch.arange(size, device=dev)
         written = to.any(1)                                                 # (R, I)
-        at = to.to(K.dtype)
-        K = torch.where(written[..., None], at.transpose(1, 2) @ k_new, K)
-        Vs = torch.where(written[..., None], at.transpose(1, 2) @ v_new, Vs)
-        W = torch.where(written, (to.long() * w[..., None]).sum(1), W)
-        last_used = torch.where(written, (to.long() * tick[..., None]).sum(1), last_used)
-        clock = clock + ok.long().sum(1)
+        at = to.to(K.dtype).transpose(1, 2)                                 # (R, I, T)
+        gone = ~written & ~stays                                            # evicted, not refilled
+        # slot i <- its token's mix of the sentence's (c_t, s_t), plus its own old entry when the
+        # word was never missed (the tokens' (R, T, T) mixes composed first: I < T rows)
+        old = torch.cat([K, Vs], -1)                                        # (R, I, 2d)
+        mixed = (at @ weight) @ torch.cat([keys, values], -1) + (at @ old_w[..., None]) * old
+        kv = torch.where(written[..., None], mixed, old).masked_fill(gone[..., None], 0.0)
+        K, Vs = kv.split([K.size(2), Vs.size(2)], dim=-1)
+        W = torch.where(written, (to.long() * w[..., None]).sum(1), W).masked_fill(gone, -1)
+        last_used = torch.where(written, (to.long() * tick[..., None]).sum(1),
+                                last_used).masked_fill(gone, 0)
         self.keys = self.keys.index_put((rows,), K)
         self.values = self.values.index_put((rows,), Vs)
         self.words = self.words.index_put((rows,), W)
         self.last_used = self.last_used.index_put((rows,), last_used)
-        self.clock = self.clock.index_put((rows,), clock)
+        self.clock = self.clock.index_put((rows,), clock + ok.long().sum(1))
 
 
 class CacheGate(nn.Module):

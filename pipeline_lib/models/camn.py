@@ -1,61 +1,74 @@
-"""CAMN: Jiang et al. (2019), "Document-level Neural Machine Translation with Associated Memory
-Network" (arXiv:1910.14528; v1 titled "... with Inter-Sentence Attention"; equation numbers
-follow arXiv v2), Shu Jiang, Rui Wang, Zuchao Li, Masao Utiyama, Kehai Chen, Eiichiro Sumita,
-Hai Zhao, Bao-liang Lu.
+"""CAMN: Jiang et al. (2019), "Document-level Neural Machine Translation with Inter-Sentence
+Attention" (arXiv:1910.14528 v1; later versions titled "... with Associated Memory Network"),
+Shu Jiang, Rui Wang, Zuchao Li, Masao Utiyama, Kehai Chen, Eiichiro Sumita, Hai Zhao, Bao-liang
+Lu. Section and equation numbers follow the v1 text in ../shared/papers (003_*.txt).
 
-Context sentences are a *memory*: a context encoder (a GRU followed by multi-head self-attention,
-Eq. 5-7) encodes them, an *inter-sentence attention* lets every source word read the memory words
-most similar to it (Eq. 10-13), several memory sentences are weighted by beta (Eq. 14-15), and a
-*context gate* (Eq. 16-17) mixes what was read, after a feed-forward sub-layer, into the sentence
-encoder's output. The gated states replace the encoder output that every decoder layer's
-encoder-decoder attention attends to, so the decoder is the baseline's, unchanged::
+Context sentences are a *memory*: a context encoder (a GRU, Eq. 7, then multi-head
+self-attention, Eq. 6) encodes them, an *inter-sentence attention* lets every source word read
+the memory words most similar to it (Eq. 10-13), several memory sentences may be weighted by
+beta (Eq. 14-15), and a *context gate* (Eq. 16-17) mixes what was read, after a feed-forward
+sub-layer, into the sentence encoder's output. The gated states replace the encoder output that
+every decoder layer's encoder-decoder attention attends to, so the decoder is the baseline's,
+unchanged::
 
-    H_source = Encoder(src)                                   (B, S, d)   sentence-level encoder
-    c^m      = SelfAttn(GRU(Emb(memory sentence m)))          (M, L, d)   Eq. 5-7
-    M_raw^m  = H_source c^m^T                                 (B, S, L)   Eq. 10-11
-    alpha^m  = softmax over the words of M_raw^m              (B, S, L)   Eq. 12
+    H_source = Encoder(src)                                   (B, S, d)   x of Eq. 5
+    c^m      = SelfAttn(GRU(Emb(memory sentence m)))          (M, L, d)   Eq. 6-7
+    M_raw^m  = H_source c^m^T                                 (B, S, L)   Eq. 10
+    alpha^m  = softmax over the words of M_raw^m              (B, S, L)   Eq. 11-12
     a^m_i    = sum_l alpha^m_il c^m_l                         (B, S, d)   Eq. 13
-    beta_m   = softmax_m(mean of M_raw^m)                     (B, M)      Eq. 14-15
-    H_context= FFN(sum_m beta_m a^m)                          (B, S, d)   "after the FFN"
+    beta_m   = softmax_m(mean of M_raw^m)                     (B, M)      Eq. 14 (M > 1 only)
+    H_context= FFN(sum_m beta_m a^m)                          (B, S, d)   Eq. 15, "after the FFN"
     g_i      = sigmoid(W_g [H_source; H_context] + b_g)       (B, S, d)   Eq. 16
     H_i      = g_i * H_source + (1 - g_i) * H_context         (B, S, d)   Eq. 17 -> decoder
 
-The paper's model is the default (``memory_mode: batch``, ``context_ffn: true``): Sec. 4.3's
-memory holds the context sentences of the whole batch (each row's previous source sentence(s)),
-every row reads all of them, and beta decides how much each counts. The other layouts are named
-options: ``memory_mode: weighted`` (a row reads only its own N previous sentences, still mixed by
-beta) and ``memory_mode: concat`` (its own N previous sentences as one sequence joined by
-``####``, Eq. 18); ``context_ffn: false`` gates the raw memory read.
+Which memory the paper ran. Sec. 4.3 first describes a memory holding the context sentences of
+the whole batch, each row reading all of them mixed by beta (Eq. 14-15). Under "Multiple Context
+Attention" it names two ways to integrate several context sentences, their concatenation with
+``####`` (Eq. 18) or the parallel, beta-weighted attention of Eq. 13-15, and footnote 1 says that
+only the concatenation was run ("due to the lack of the computational resource ... the parallel
+multiple context attention, we leave for the next version"). The context is the previous
+sentence (Sec. 4.3, Sec. 5.3; Table 4: N = 1 best). So the reported model is the default here:
+``memory_mode: concat``, ``memory_sentences: 1``, ``context_ffn: true`` -- each row's memory is its
+own N previous source sentences joined by ``####`` (our reading of Eq. 18's c_1..c_m: Sec. 6.3
+varies N, the number of previous sentences, and says that concatenating more of them did not
+help). The layouts the paper describes but did not run are named options: ``memory_mode: batch``
+(Sec. 4.3 as written: the memory is every context sentence of the batch, mixed by beta) and
+``memory_mode: weighted`` (a row's own N previous sentences mixed by beta, Eq. 13-15);
+``context_ffn: false`` gates the raw memory read.
 
 Choices the paper leaves open (recorded so that a run says what it implements):
 
-* "Column-wise softmax" (Eq. 12): M_raw has one row per source word i and one column per memory
-  word l; the softmax runs across the columns of each row, so a_i is a convex combination of the
-  memory states and padded memory words get zero weight. M_raw is the raw dot product, without
-  the 1/sqrt(d) scaling of Transformer attention, as in Eq. 10-11.
-* beta (Eq. 14-15): the mean of M_raw^m over the real source words x real words of sentence m;
-  empty memory slots (a document start has no previous sentence) get no weight.
+* Eq. 5 passes the input sentence through a multi-head attention layer; here that is the whole
+  sentence encoder (its output H_source is also what the gate mixes, Eq. 16-17).
+* "Column-wise softmax" (Eq. 11-12): M_raw has one row per source word i and one column per
+  memory word l; the softmax runs across the columns of each row, so a_i is a convex combination
+  of the memory states and padded memory words get zero weight. M_raw is the raw dot product,
+  without the 1/sqrt(d) scaling of Transformer attention, as in Eq. 10.
+* beta (Eq. 14-15, ``batch``/``weighted`` only): the mean of M_raw^m over the real source words
+  x real words of sentence m; empty memory slots (a document start has no previous sentence) get
+  no weight.
 * Batch memory: the memory of a batch is the context slots of all its rows, the row's own among
   them, so a sentence's translation depends on the sentences batched with it (in decoding too:
   ``decode.batch_size`` sentences sorted by length); a lone-BOS slot (a document's first
   sentence) is a memory sentence like any other.
-* The GRU (Eq. 5) is unidirectional with hidden size d_model, reading right-padded memory from the
-  left, so padding after a sentence never changes its states. Its input is what the sentence
+* The GRU (Eq. 7) is unidirectional with hidden size d_model, reading right-padded memory from
+  the left, so padding after a sentence never changes its states. Its input is what the sentence
   encoder reads: the shared, sqrt(d)-scaled source embeddings plus sinusoidal positions
-  (restarting at 0 for the memory); the positions are what lets the ``rnn: false`` ablation know
-  word order.
-* The self-attention (Eq. 6-7) is one multi-head sub-layer with the Transformer's residual
+  (restarting at 0 for the memory); the positions are what lets the ``rnn: false`` ablation
+  (Table 3) know word order.
+* The self-attention (Eq. 6) is one multi-head sub-layer with the Transformer's residual
   connection and LayerNorm (post-norm, or pre-norm plus a final LayerNorm with ``norm_first``),
   n_heads heads; no feed-forward sub-layer there.
-* The feed-forward operation before the gate is a new position-wise FFN sub-layer (d_ff inner
-  width, residual + LayerNorm) on H_context; H_source already left the encoder's last FFN.
-* The gate W_g is a (2d -> d) linear map with bias: an element-wise gate per source position.
-  The gated states go to the decoder as they are (no further LayerNorm).
-* Training: the paper trains the whole model jointly. The default run fine-tunes ALL parameters
-  jointly from the sentence-level baseline (no frozen theta_s; a from-scratch run costs a second
-  baseline, which the 60-minute CPU budget cannot pay): drop ``init_from`` for the paper's
-  from-scratch training. Freezing theta_s (``freeze: ["@sentence_level"]``) is the two-step
-  option the other document models use.
+* The feed-forward operation before the gate ("after the feed-forward operation", above Eq. 16)
+  is a new position-wise FFN sub-layer (d_ff inner width, residual + LayerNorm) on H_context;
+  H_source already left the encoder's last FFN.
+* The gate W_g is a (2d -> d) linear map with bias b_g (Eq. 16): an element-wise gate per source
+  position. The gated states go to the decoder as they are (no further LayerNorm).
+* Training: the paper describes no pre-training and nothing frozen (one model trained in THUMT,
+  Sec. 5.3), so ``config/presets/jiang2019_es-en_ted.yaml`` trains CAMN from scratch, every
+  parameter. The default run fine-tunes every parameter from the sentence-level baseline
+  instead (a second from-scratch model does not fit the 60-minute CPU budget). Freezing theta_s
+  (``freeze: ["@sentence_level"]``) is the two-step option the other document models use.
 
 Data
 ----
@@ -87,11 +100,11 @@ Extras (``ModelConfig.extras``)
 -------------------------------
 ``memory_sentences`` (int, 1): N, previous source sentences per row; read by the loader and
 decoder through :meth:`CAMNTransformer.inputs`.
-``memory_mode`` ("batch" | "weighted" | "concat", "batch"): see above.
+``memory_mode`` ("concat" | "batch" | "weighted", "concat"): see above.
 ``context_ffn`` (bool, true): the feed-forward sub-layer on the memory read before the gate.
-``rnn`` (bool, true): the GRU of Eq. 5; false = the paper's "without RNN" ablation
+``rnn`` (bool, true): the GRU of Eq. 7; false = the paper's "without RNN" ablation (Table 3)
 (self-attention straight over the memory embeddings).
-``random_context`` (bool, false): the paper's "without inter-sentence attention" ablation, a
+``random_context`` (bool, false): the paper's "without inter-sentence attention" ablation (Sec. 6.2), a
 random memory sentence (data side, see "Data"). ``rnn: false`` + ``random_context: true`` is the
 "both" ablation.
 
@@ -128,9 +141,10 @@ NEW_PREFIX = "context_"          # every new module's attribute name starts with
 class MemoryMode(str, Enum):
     """Which sentences the memory holds and how they are presented."""
 
+    CONCAT = "concat"          # Eq. 18, what footnote 1 says was run: the row's N previous
+                               # sentences as one sequence ("####")
     BATCH = "batch"            # Sec. 4.3: the context sentences of the whole batch, mixed by beta
-    CONCAT = "concat"          # Eq. 18: the row's N previous sentences as one sequence ("####")
-    WEIGHTED = "weighted"      # Eq. 14-15: the row's N previous sentences mixed by beta
+    WEIGHTED = "weighted"      # Eq. 13-15: the row's N previous sentences mixed by beta
 
 
 @dataclass(frozen=True)
@@ -138,7 +152,7 @@ class CAMNConfig:
     """The ``extras`` CAMN reads (module docstring); unknown keys are an error (typos)."""
 
     memory_sentences: int = 1
-    memory_mode: MemoryMode = MemoryMode.BATCH
+    memory_mode: MemoryMode = MemoryMode.CONCAT
     rnn: bool = True
     random_context: bool = False
     context_ffn: bool = True
@@ -175,9 +189,9 @@ class CAMNTransformer(Transformer):
         super().__init__(cfg)
         self.camn = parse_extras(CAMNConfig, cfg.extras, "camn")
         d = cfg.d_model
-        # Eq. 5: h_t = GRU(h_{t-1}, e_t) over the memory embeddings (absent in the "w/o RNN" ablation).
+        # Eq. 7: h_t = GRU(h_{t-1}, e_t) over the memory embeddings (absent in the "w/o RNN" ablation).
         self.context_rnn = nn.GRU(d, d, batch_first=True) if self.camn.rnn else None
-        # Eq. 6-7: multi-head self-attention over the GRU states (residual + LayerNorm sub-layer).
+        # Eq. 6: multi-head self-attention over the GRU states (residual + LayerNorm sub-layer).
         self.context_attn = Layer([("self_attn", SubLayer(
             Attention(d, cfg.n_heads, cfg.dropout, AttnKind.SELF), d, cfg.dropout, cfg.norm_first))])
         self.context_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
@@ -220,7 +234,7 @@ class CAMNTransformer(Transformer):
         return batch.ctx_src[:, None, :]
 
     def encode_memory(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context encoder, Eq. 5-7: (R, L) ids -> c (R, L, d) and its mask (R, L).
+        """Context encoder, Eq. 6-7: (R, L) ids -> c (R, L, d) and its mask (R, L).
 
         An all-PAD row (a memory sentence the document lacks) gets its first position unmasked so
         that no softmax row is empty; the caller drops such rows through beta."""
@@ -228,8 +242,8 @@ class CAMNTransformer(Transformer):
         mask[:, 0] |= ~mask.any(dim=1)
         x = self.embed_tokens(self.embed, tokens)                         # (R, L, d) shared embeddings
         if self.context_rnn is not None:
-            x, _ = self.context_rnn(x)                                    # Eq. 5: (R, L, d)
-        x = self.context_attn(x, LayerContext(self_mask=mask))            # Eq. 6-7: (R, L, d)
+            x, _ = self.context_rnn(x)                                    # Eq. 7: (R, L, d)
+        x = self.context_attn(x, LayerContext(self_mask=mask))            # Eq. 6: (R, L, d)
         return self.context_norm(x), mask
 
     def read_memory(self, h_source: torch.Tensor, src_mask: torch.Tensor,
@@ -241,8 +255,8 @@ class CAMNTransformer(Transformer):
         B, N, L = tokens.shape
         c, mask = self.encode_memory(tokens.reshape(B * N, L))
         c, mask = c.view(B, N, L, -1), mask.view(B, N, L)                 # (B, N, L, d), (B, N, L)
-        m_raw = torch.einsum("bsd,bnld->bnsl", h_source, c)               # Eq. 10-11: (B, N, S, L)
-        alpha = masked_softmax(m_raw, mask[:, :, None, :])                # Eq. 12: over memory words
+        m_raw = torch.einsum("bsd,bnld->bnsl", h_source, c)               # Eq. 10: (B, N, S, L)
+        alpha = masked_softmax(m_raw, mask[:, :, None, :])                # Eq. 11-12: memory words
         reads = alpha @ c                                                 # Eq. 13: (B, N, S, d)
         if N == 1:
             return reads[:, 0]
@@ -250,8 +264,8 @@ class CAMNTransformer(Transformer):
         real = (src_mask[:, None, :, None] & mask[:, :, None, :]).to(m_raw.dtype)  # (B, N, S, L)
         mean_sim = (m_raw * real).sum((2, 3)) / real.sum((2, 3))          # (B, N)
         present = tokens.ne(PAD_ID).any(dim=2)                            # (B, N) real sentences
-        beta = masked_softmax(mean_sim, present)                          # Eq. 15: (B, N)
-        return torch.einsum("bn,bnsd->bsd", beta, reads)                  # (B, S, d)
+        beta = masked_softmax(mean_sim, present)                          # Eq. 14: (B, N)
+        return torch.einsum("bn,bnsd->bsd", beta, reads)                  # Eq. 15: (B, S, d)
 
     def read_shared_memory(self, h_source: torch.Tensor, src_mask: torch.Tensor,
                            tokens: torch.Tensor) -> torch.Tensor:
@@ -262,12 +276,12 @@ class CAMNTransformer(Transformer):
         B, S, _ = h_source.shape
         M, L = tokens.shape
         c, mask = self.encode_memory(tokens)                              # (M, L, d), (M, L)
-        m_raw = torch.einsum("bsd,mld->bmsl", h_source, c)               # Eq. 10-11: (B, M, S, L)
-        alpha = masked_softmax(m_raw, mask[None, :, None, :])             # Eq. 12
+        m_raw = torch.einsum("bsd,mld->bmsl", h_source, c)               # Eq. 10: (B, M, S, L)
+        alpha = masked_softmax(m_raw, mask[None, :, None, :])             # Eq. 11-12
         real = (src_mask[:, None, :, None] & mask[None, :, None, :]).to(m_raw.dtype)
         mean_sim = (m_raw * real).sum((2, 3)) / real.sum((2, 3))          # (B, M)
         present = tokens.ne(PAD_ID).any(dim=1)                            # (M,) real sentences
-        beta = masked_softmax(mean_sim, present.expand(B, M))             # Eq. 15: (B, M)
+        beta = masked_softmax(mean_sim, present.expand(B, M))             # Eq. 14: (B, M)
         weights = (beta[:, :, None, None] * alpha).permute(0, 2, 1, 3).reshape(B, S, M * L)
         return weights @ c.reshape(M * L, -1)                             # Eq. 13 + 15: (B, S, d)
 

@@ -2,11 +2,12 @@
 Neural Machine Translation with Cross-Task Pre-training", ACL 2021
 (https://aclanthology.org/2021.acl-long.222/).
 
-One model learns two tasks at once (paper Sec. 3): (a) sentence-level translation on sentence
-pairs and (b) document restoration on source-side monolingual documents noised by CA-GSR /
-CA-MSR (pipeline_lib/preprocess/noise.py), then is fine-tuned on the parallel documents with sentence- and
-document-level batches alternating. The architecture (paper Sec. 2) adds to the Transformer a
-**global context encoder** and a **gate** on the encoder output::
+One model learns two tasks at once (paper Sec. 2.1, 2.3): (a) sentence-level translation on
+sentence pairs and (b) document restoration on source-side monolingual documents noised by
+CA-GSR / CA-MSR (pipeline_lib/preprocess/noise.py), then is fine-tuned on the parallel documents
+with sentence- and document-level batches alternating (Sec. 3). The architecture (Sec. 2.2.1,
+Figure 3) adds to the Transformer a **global context encoder** and a **gate** on the encoder
+output::
 
     sentence encoder (N layers):    self_attn -> ffn                    -> H (B, S, d)
     global context encoder (N_g):   self_attn* -> sent_repr -> global_attn -> ffn*   -> G (B, S, d)
@@ -26,7 +27,7 @@ layer l, over the word states B_j (L, d) of every sentence j of the document (Eq
 * Eq. 5: ``FFN_l`` (shared with encoder layer l).
 
 Sentence-level input (no ``doc_src``) turns the global encoder and the gate off: H' = H, exactly
-the sentence-level Transformer with the same weights (the paper's "translate sentences" mode).
+the sentence-level Transformer with the same weights (Sec. 2.2.2; the "ours-sent" rows).
 
 Choices the paper leaves open (all recorded here):
 
@@ -38,15 +39,17 @@ Choices the paper leaves open (all recorded here):
   is ``batch.src`` itself, run through the global encoder as one more query sentence that
   attends to its document's sentence vectors; its own vector in C comes from its entry in
   ``doc_src`` (for translation the same sentence, so the two are identical; for CA-GSR the
-  document holds only ``<mask1>`` at the gap, so the gap sentence never leaks into the context,
-  as pipeline_lib/preprocess/noise.py specifies). Hence the model does not need the index of the current
+  document holds the gap's own input at the gap, ``left <mask1> right`` with the default
+  ``noise.gap_document_input: sentence`` as in Sec. 2.1 and Figure 2, or a lone ``<mask1>`` with
+  ``mask``: never the gap sentence, so it cannot leak into the context; see
+  pipeline_lib/preprocess/noise.py). Hence the model does not need the index of the current
   sentence, and several rows can share one encoded document (``doc_index``).
 * W_1 is (d_a, d) with d_a = ``repr_dim`` (default d), w_2 is (1, d_a), both bias-free as in
   Eq. 2; padded words get alpha = 0. W_g is a bias-free (2d, d) matrix: an element-wise gate.
 * Pre-norm (``norm_first``): the global encoder ends with its own LayerNorm (new parameter), like
   the sentence encoder. Post-norm (the paper): none.
-* Language tags (pipeline_lib.constants.lang_tag): every source and target sentence starts with
-  the tag of the task's *output* language -- ``<2en>`` for Es->En translation, ``<2es>`` for
+* Language tags (Sec. 2.3, after Johnson et al. 2017; pipeline_lib.constants.lang_tag): every
+  source and target sentence starts with the tag of the task's *output* language -- ``<2en>`` for Es->En translation, ``<2es>`` for
   restoring Spanish documents -- so the encoder knows the task and the decoder's first token is
   determined (see "Data").
 
@@ -89,20 +92,22 @@ Pre-training: the schedule of :class:`~pipeline_lib.models.inputs.ModelInputs`
 (:func:`~pipeline_lib.models.inputs.interleaved_schedule` of step and ``train.aux_ratio``) says
 whether a step takes a translation batch (``Phase.SENTENCE``) or a restoration batch
 (``Phase.DOCUMENT``);
-0.5 alternates strictly, as in the paper. Fine-tuning (all parameters, from the pre-trained
-checkpoint via ``train.init_from``): the same schedule with ``train.aux_ratio`` alternates
-sentence-level and document-level batches of the parallel documents. Inference has two modes,
+0.5 alternates strictly, as the paper does (Sec. 2.3: a batch of one task, then one of the
+other). Fine-tuning (all parameters, from the pre-trained checkpoint via ``train.init_from``):
+the same schedule with ``train.aux_ratio`` alternates sentence-level and document-level batches
+of the parallel documents (Sec. 3.2). Inference has two modes,
 both reported: **sentence** (plain sentence batches, gate off) and **document** (``doc_src`` =
 the source sub-document; no target history, so sentences may be
 translated in any order).
 
-Recipes: the paper pre-trains "with resources" (external sentence pairs and monolingual documents,
-config/presets/chen2021_*: ``crosstask``) or on the task's own documents ("without";
-``crosstask_noext`` there, and the default run, which pre-trains on the Bible's own pairs and
-documents for a few hundred updates). Its matched control mirrors the chain with Transformers:
-the same translation updates on the same corpora (pipeline_lib/plan.py). Every number of the
-paper (steps, ratios, rates) is unverified here: no copy of the paper was reachable; the presets
-mark each as a recipe.
+Recipes (Sec. 4.1-4.2): "with resources" pre-trains on external sentence pairs and monolingual
+documents, then fine-tunes (config/presets/chen2021_*: ``crosstask``); "without resources"
+trains from scratch on the two fine-tuning tasks, no pre-training (``crosstask_scratch`` there).
+The default run does neither: it pre-trains on the Bible's own pairs and documents for a few
+hundred updates, then fine-tunes (self pre-training, config/config.yaml). A matched control
+mirrors the chain with Transformers: the same translation updates on the same corpora
+(pipeline_lib/plan.py). The presets' header tables give the paper's steps, batches and learning
+rates (Sec. 4.1) beside their own.
 
 The paper trains every parameter in both stages (no freezing). For a two-step comparison with
 the other models, :meth:`CrossTaskTransformer.sentence_level_prefixes` gives ``train.freeze``
@@ -116,7 +121,8 @@ Extras (``ModelConfig.extras``)
 N_g sentence-encoder layers; null = every encoder layer (N_g = N). Must be 1..enc_layers.
 ``repr_dim`` (int | null, null): d_a of W_1 in Eq. 2; null = d_model.
 ``max_sentences`` (int, 30): sub-document size for document-level fine-tuning and inference
-(the paper's 30; read by the loader and the decoder, stored so a checkpoint says it).
+(Sec. 4.1 and Appendix A: sub-documents of at most 30 sentences; read by the loader and the
+decoder, stored so a checkpoint says it).
 """
 
 from __future__ import annotations

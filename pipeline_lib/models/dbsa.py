@@ -2,8 +2,9 @@
 NMT", RANLP 2019, pp. 239-246 (https://aclanthology.org/R19-1028/, doi 10.26615/978-954-452-056-4_028).
 
 The paper carries LISA (Strubell et al. 2018, "Linguistically-Informed Self-Attention") over to
-both sides of a Transformer NMT model. In encoder layer p_e and decoder layer p_d one head of
-the multi-head self-attention is a *dependency-based self-attention* head (the "parse head"):
+both sides of a Transformer NMT model (Sec. 3). In encoder layer p_e and decoder layer p_d one
+head of the multi-head self-attention is a *dependency-based self-attention* head (the "parse
+head", Sec. 3.1):
 
 * Eq. (Q/K/V): ``Q_parse = M W^Q_parse``, ``K_parse = M W^K_parse``, ``V_parse = M W^V_parse``
   with head-size projections (d -> d_h), M = the layer's input;
@@ -11,9 +12,9 @@ the multi-head self-attention is a *dependency-based self-attention* head (the "
   ``A_parse = softmax(Q_parse U^(1) K_parse^T + K_parse u^(2))``, softmax over the key axis q,
   so ``A_parse[t, q]`` is the probability that token t's head (modifiee) is token q;
 * ``M_parse = A_parse V_parse`` replaces one head's output; the other h-1 heads are ordinary
-  scaled dot-product heads and all h outputs go through the usual output projection W^O;
-* training loss ``e = e_trans + lambda_enc * e_parse_enc + lambda_dec * e_parse_dec``, with
-  e_parse the cross-entropy of A_parse against the gold subword heads.
+  scaled dot-product heads and all h outputs go through the usual output projection W^O (Eq. 17);
+* training loss (Sec. 3.2) ``e = e_trans + lambda_enc * e_parse_enc + lambda_dec * e_parse_dec``,
+  with e_parse the cross-entropy of A_parse against the gold subword heads.
 
 On the decoder side the parse head is causally masked like every decoder self-attention head
 (paper Fig. 3); an arc whose head lies to the right of its dependent cannot be attended to and is
@@ -40,7 +41,7 @@ Choices
   the head at the very top of a shallow stack, which the paper never studies.)
 * e_parse is the mean cross-entropy over the supervised positions of the batch (a per-token
   quantity, which the trainer weights by the number of target tokens like the token CE).
-* Subword heads follow the paper's Sec. 3.2 projection (pipeline_lib/preprocess/subword_heads.py); the
+* Subword heads follow the paper's Sec. 3.3 projection (pipeline_lib/preprocess/subword_heads.py); the
   sentence's final EOS and the decoder's BOS have no head (-1).
 
 Data
@@ -73,17 +74,22 @@ the gold head, over supervised positions), ``parse_loss_dec``, ``parse_acc_dec``
 
 Recipes
 -------
-The paper trains DBSA from scratch on all pairs with parse supervision. The default run instead
+The paper (Sec. 4.1-4.2) trains DBSA from scratch on ASPEC Ja-En (the first 1.5M pairs, 100K BPE
+vocabulary, pairs over 250 subwords dropped), p_e = p_d = 4 of 6 layers, lambda_enc = lambda_dec
+= 1.0, mini-batches of 224 sentences for 20 epochs, the best dev-BLEU model, beam 4, alpha 0.6:
+config/presets/deguchi2019_ja-en_aspec.yaml. The default run instead
 fine-tunes every parameter from the sentence-level baseline (``init_from: transformer``; only
 U^(1)/u^(2) are new) for a few hundred updates on the parsed subset (``data: heads``: the pairs
 stanza parsed, ``parse.max_sentences_per_split`` of them, every one supervised), because a second
 full training run does not fit the 60-minute CPU budget; its matched control is the baseline
 continued on the same subset for the same updates (pipeline_lib/plan.py), and the report says
 it is a fine-tune. For the paper's recipe drop ``init_from``, give it the baseline's steps and
-``data: heads`` with ``parse.max_sentences_per_split: null`` (all pairs parsed).
+``data: heads`` with ``parse.max_sentences_per_split: null`` (all pairs parsed); its matched
+control is then ``transformer_scratch<N>``, a Transformer trained from scratch for the same N
+updates on the same ``heads`` shards.
 Other differences from the authors' code (github.com/de9uch1/dbsa, a later fairseq rewrite):
 their supervised head is the first of its layer (ours the last) and a word's last piece points
-to the first piece of its head word (ours, following the paper's Sec. 3.2, to its last piece).
+to the first piece of its head word (ours, following the paper's Sec. 3.3, to its last piece).
 :meth:`DependencyTransformer.sentence_level_prefixes` are fnmatch patterns (``train.freeze``)
 matching exactly the baseline's parameters; :meth:`DependencyTransformer.new_parameter_names`
 lists the bi-affine parameters it adds.

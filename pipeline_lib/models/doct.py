@@ -2,13 +2,13 @@
 Context", EMNLP 2018 (https://aclanthology.org/D18-1049/); reference implementation on THUMT:
 github.com/THUNLP-MT/Document-Transformer, ``thumt/models/contextual_transformer.py``.
 
-A context encoder (paper Fig. 1) reads the previous k source sentences of the document; every
-encoder layer and every decoder layer of the sentence-level Transformer gets a multi-head
-*context attention* sub-layer over that representation, and a *context gate* (section "Context
-Gating") replaces the residual connection after it. Training is two-step (section "Training"):
-the sentence-level parameters theta_s are trained on all sentence pairs (the plain
-``transformer``), then loaded and frozen while only the new parameters theta_d are trained on
-document data.
+A context encoder (paper Sec. 2.2, Fig. 1) reads the previous k source sentences of the
+document; every encoder layer (Sec. 2.3.1, Eq. 12) and every decoder layer (Sec. 2.3.2, Eq. 16)
+of the sentence-level Transformer gets a multi-head *context attention* sub-layer over that
+representation, and a *context gate* (Sec. 2.3.3, Eq. 21-22) replaces the residual connection
+after it. Training is two-step (Sec. 2.4): the sentence-level parameters theta_s are trained on
+all sentence pairs (Eq. 24, the plain ``transformer``), then loaded and kept fixed while only the
+new parameters theta_d are trained on document data (Eq. 25).
 
 Layer layout (block names of :class:`~pipeline_lib.models.layers.Layer`)::
 
@@ -18,7 +18,7 @@ Layer layout (block names of :class:`~pipeline_lib.models.layers.Layer`)::
 
 Choices the paper leaves open, taken from the THUMT implementation:
 
-* Gate ("Context Gating"): ``lambda = sigmoid(W_i H + W_s C)`` with two bias-free (d, d)
+* Gate (Sec. 2.3.3, Eq. 21-22): ``lambda = sigmoid(W_i H + W_s C)`` with two bias-free (d, d)
   matrices, so lambda is a vector per position (element-wise gate), and
   ``Gating(H) = lambda * H + (1 - lambda) * C`` where C = ContextAttention(H). No residual
   dropout on C inside the gate (THUMT comments it out); attention dropout applies as usual.
@@ -44,14 +44,15 @@ fallback). The context is source-side, so decoding needs no target history
 (no translation history): the sentences of a document can be translated in any order once
 ``ctx_src`` is built from the source document.
 
-THUMT feeds the context as the k preceding sentences joined by a space, with an empty context for
-a document's first sentence; the project's ``ctx_src`` marks sentence boundaries with SENT_BREAK
-and uses a lone BOS instead of an empty context, which keeps every attention row well defined.
+A document's first sentence gets a single BOS as its context, as the paper's footnote 5 says
+(THUMT's code feeds an empty context there). THUMT joins the k preceding sentences with a space;
+``ctx_src`` marks the sentence boundaries with SENT_BREAK (a choice: the paper does not say).
 
 Extras (``ModelConfig.extras``)
 -------------------------------
-Defaults: the authors' README run (``num_context_layers=1``, 2 preceding sentences) and the
-paper's full model (context in encoder and decoder, gating on; THUMT's code default is off).
+Defaults: the paper's model (Sec. 3.2: k = 2 preceding sentences, Table 1; N_c = 1 context
+layer, Table 2; context in encoder and decoder, Table 8; gating on, Table 9; THUMT's code default
+is off) and the authors' README run (``num_context_layers=1``, 2 preceding sentences).
 
 ``context_sentences`` (int, 2): k, number of previous source sentences in ``ctx_src``; read by
 the data loader and decoder that build ``ctx_src`` (stored here so a checkpoint says which k it

@@ -43,7 +43,10 @@ supervision downstream (null heads in encode_bpe), which the models already hand
 Tokenisation: the input is fed to stanza **pretokenized** by ``tokenize`` (a regular expression:
 word characters, English clitics ``n't``/``'s`` split as in UD EWT, every other non-space
 character alone), so one docs row is always exactly one stanza sentence and no tokenizer has to
-be trained offline. UD multi-word tokens (Spanish ``del`` = ``de el``) are not expanded; the
+be trained offline. Japanese and Chinese have no spaces: a run of word characters is cut where
+the script changes between Han, Hiragana, Katakana and the rest (``本研究では手法を提案する`` ->
+本研究 では 手法 を 提案 する), close to UD Japanese's short units (noun, particle, Sino-Japanese
+verb stem, ``する``) without a segmenter; Deguchi et al. (2019) segment with KyTea instead. UD multi-word tokens (Spanish ``del`` = ``de el``) are not expanded; the
 subword head projection aligns words to pieces by characters, so this only costs parse accuracy.
 Lemmas are not needed for heads and are not produced (processors ``tokenize,pos,depparse``).
 """
@@ -91,11 +94,18 @@ PARSE_SCHEMA = pa.schema(
 )
 
 _TOKEN = re.compile(r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]")
+# A run of one script inside a word: Han (with the iteration mark), Hiragana, Katakana (with the
+# prolonged sound mark), or anything else (Latin, digits, ...).
+_SCRIPT_RUN = re.compile(r"[\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\u3041-\u309f]+"
+                         r"|[\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]+"
+                         r"|[^\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3041-\u30ff"
+                         r"\u31f0-\u31ff\uff66-\uff9f]+")
 
 
 def tokenize(text: str) -> list[str]:
-    """The documented pretokenisation (module docstring): ``"Don't stop."`` -> Do n't stop ."""
-    return _TOKEN.findall(text)
+    """The documented pretokenisation (module docstring): ``"Don't stop."`` -> Do n't stop .;
+    ``"本研究では手法を提案する。"`` -> 本研究 では 手法 を 提案 する 。"""
+    return [run for token in _TOKEN.findall(text) for run in _SCRIPT_RUN.findall(token)]
 
 
 @dataclass(frozen=True)

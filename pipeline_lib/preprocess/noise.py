@@ -1,5 +1,5 @@
 """Noised documents for document restoration pre-training (Chen et al. 2021, "Breaking the Corpus
-Bottleneck for Context-Aware Neural Machine Translation with Cross-Task Pre-training", Sec. 3).
+Bottleneck for Context-Aware Neural Machine Translation with Cross-Task Pre-training", Sec. 2.1).
 
 ``python -m pipeline_lib.preprocess.noise --encoded encoded.parquet --model spm.model --out-dir D`` reads
 the source side of the monolingual documents (split ``mono``), or, when a corpus has none (the
@@ -11,11 +11,12 @@ sub-documents of at most ``max_sentences`` sentences (balanced sizes) and noises
   ``left neighbour <mask1> right neighbour``; its output the original sentence. The gap
   sentence itself never appears in any input.
 * **The document-level input** is the noised document, i.e. every sentence's noised input in
-  order: the paper's document task "translate[s] a document from deliberately noised to
-  original" (Chen et al. 2021, abstract), so at a gap the document holds the gap's input
-  ``left <mask1> right`` (``gap_document_input: sentence``, the default). Section 3 and Figure 2
-  of the paper, which may say otherwise, could not be read here; ``gap_document_input: mask``
-  gives the other reading, a lone ``<mask1>`` where the gap sentence was.
+  order (Sec. 2.1, Figure 2: the document-level input S of a document X_1..X_6 with gaps X_3,
+  X_5 is X^_1, X^_2, X_2 [mask1] X_4, X^_4, X_4 [mask1] X_6, X^_6), so at a gap the document
+  holds the gap's input ``left <mask1> right`` (``gap_document_input: sentence``, the default),
+  never the gap sentence or its masked version ("in case the document context contains obvious
+  hints"). ``gap_document_input: mask`` (a lone ``<mask1>`` where the gap sentence was) is an
+  option the paper does not use.
 * **CA-MSR** (masked sentence restoration): every other sentence is masked BERT-style: each token
   is chosen with probability ``mask_rate``; a chosen token becomes ``<mask2>`` (80%), a random
   regular token (10%) or stays unchanged (10%). Output: the original sentence.

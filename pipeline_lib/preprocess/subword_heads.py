@@ -1,5 +1,5 @@
 """Project word-level dependency heads onto subwords (Deguchi et al. 2019, "Dependency-Based
-Self-Attention for Transformer NMT", Sec. 3.2).
+Self-Attention for Transformer NMT", Sec. 3.3).
 
 The rule, as in the paper:
 

@@ -15,12 +15,17 @@ each with its own streams, replica r reading ``TrainLoader(rank=r, world_size=2)
 of DDP rank r), their gradients summed and divided by the global target-token count, one step
 of the trainer's Adam and schedule (:func:`replica_reference`).
 
-Setups are the ones the models are trained with (config/config.yaml): doct, camn and cache on
-top of a frozen sentence-level checkpoint, crosstask with restoration batches on half of the
-updates (``aux_ratio 0.5``, which leaves its document modules unused on sentence steps:
-DistributedDataParallel needs ``find_unused_parameters`` there), and crosstask on sentence
-batches alone (its document modules never used). A model without an entry in ``SETUPS`` is
-trained plainly. Dropout is 0, so nothing random differs between the runs.
+Setups: every job of config/config.yaml's ``models`` and the jobs they start from, read from
+its ``model_settings`` (:func:`config_setups`): the registry name, extras, ``freeze``, whether
+the job starts from another job's checkpoint, its data (``heads`` shards for DBSA, so its source
+and target parse losses run under DDP; ``doc`` for the context models; CAMN in its default
+memory with every parameter trained), and its second stream (cross-task pre-training with
+restoration batches, ``aux: restore``, and its fine-tuning with parallel-document batches,
+``aux: doc``, both on half of the updates, which leaves modules unused on some steps:
+DistributedDataParallel needs ``find_unused_parameters`` there). Sizes and step counts are this
+test's (one-layer models, 4 updates); the parse layer maps to layer 1 of 1. One job is not in
+the config: cross-task on sentence batches alone (its document modules never used). Dropout is
+0, so nothing random differs between the runs.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
 import torch
+import yaml
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.constants import DataMode
@@ -45,8 +53,7 @@ from pipeline_lib.models.registry import MODELS, build_model
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
-from pipeline_lib.training.train import (SENTENCE_LEVEL, TrainConfig, apply_freeze,
-                                         init_from_checkpoint, train)
+from pipeline_lib.training.train import TrainConfig, apply_freeze, init_from_checkpoint, train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_data import write_doc_corpus  # noqa: E402  (shared shard builder)
@@ -63,48 +70,103 @@ TRAIN = TrainConfig(max_tokens=100, max_steps=STEPS, warmup=2, validate_every=2,
 
 @dataclass(frozen=True)
 class Job:
-    """A training job: the model, its extras, on a frozen sentence-level checkpoint or not, with
-    aux shards or not."""
+    """A training job: the model, its extras, what it starts from and freezes, its shards."""
 
     model: str
     extras: dict = field(default_factory=dict)
-    two_step: bool = False
-    aux: str | None = None          # "restore": the restoration shards on aux_ratio 0.5
+    init_from: str | None = None    # a job whose checkpoint the fixture trains first
+    freeze: tuple[str, ...] = ()
+    data: str = "sent"              # sent | doc | heads
+    aux: str | None = None          # restore | doc: a second stream on aux_ratio of the updates
+    aux_ratio: float = 0.0
 
 
-#: The setups the models are trained with (config/config.yaml); other models: plain training.
-SETUPS = {"doct": Job("doct", {"context_sentences": 2}, two_step=True),
-          "camn": Job("camn", {"memory_sentences": 2, "memory_mode": "weighted"}, two_step=True),
-          "cache": Job("cache", {"cache_size": 5}, two_step=True),
-          "crosstask": Job("crosstask", {"max_sentences": 3}, aux="restore")}
+def config_setups() -> dict[str, Job]:
+    """The jobs of config/config.yaml's ``models`` and of their ``init_from`` chains, as its
+    ``model_settings`` train them (module docstring)."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    settings = config["model_settings"]
+    jobs: dict[str, Job] = {}
+    todo = list(config["models"])
+    while todo:
+        name = todo.pop()
+        s = settings.get(name, {})
+        jobs[name] = Job(s.get("name", name), dict(s.get("extras", {})), s.get("init_from"),
+                         tuple(s.get("freeze", ())), s.get("data", "sent"), s.get("aux"),
+                         s.get("aux_ratio", 0.0) if s.get("aux") else 0.0)
+        if s.get("init_from") and s["init_from"] not in jobs:
+            todo.append(s["init_from"])
+    return jobs
+
+
+SETUPS = config_setups()
 #: Sentence batches only: crosstask's document modules are never used (DDP must know).
-JOBS = {**{name: SETUPS.get(name, Job(name)) for name in MODELS},
-        "crosstask_sentences": Job("crosstask", {"max_sentences": 3})}
+JOBS = {**SETUPS, "crosstask_sentences": Job("crosstask", dict(SETUPS["crosstask"].extras))}
+
+
+def test_the_setups_are_the_default_runs():
+    """What this file trains is config.yaml's: DBSA on parsed shards from the baseline, CAMN in
+    its default memory with nothing frozen, cross-task pre-trained with restoration and then
+    fine-tuned with parallel documents."""
+    assert set(MODELS) <= set(SETUPS)
+    assert SETUPS["dbsa"].data == "heads" and SETUPS["dbsa"].init_from == "transformer"
+    assert SETUPS["camn"].extras["memory_mode"] == "concat" and not SETUPS["camn"].freeze
+    assert SETUPS["crosstask"].aux == "doc" and SETUPS["crosstask"].init_from == "crosstask_pretrain"
+    assert SETUPS["crosstask_pretrain"].aux == "restore"
+
+
+def with_heads(doc: Path, out: Path) -> Path:
+    """The doc shards with gold subword heads on both sides (each piece headed by the one before
+    it, the first piece the root), as make_shards writes the ``heads`` shards of parsed pairs."""
+    out.mkdir()
+    for path in sorted(doc.glob("*.parquet")):
+        table = pq.read_table(path)
+        if "src_ids" in table.column_names:
+            chain = [[max(i - 1, 0) for i in range(len(ids))] for ids in table["src_ids"].to_pylist()]
+            tgt = [[max(i - 1, 0) for i in range(len(ids))] for ids in table["tgt_ids"].to_pylist()]
+            names = table.column_names
+            table = table.set_column(names.index("src_heads"), "src_heads",
+                                     pa.array(chain, table.schema.field("src_heads").type))
+            table = table.set_column(names.index("tgt_heads"), "tgt_heads",
+                                     pa.array(tgt, table.schema.field("tgt_heads").type))
+        pq.write_table(table, out / path.name, row_group_size=7)
+    return out
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> dict[str, Path]:
-    """Doc and restoration shards, dev shards, the sentencepiece model and a 2-step
-    sentence-level checkpoint (the first step of the two-step models)."""
+    """Doc, heads and restoration shards, dev shards, the sentencepiece model, and the
+    checkpoints the config's jobs start from (2 updates each): the sentence-level baseline and
+    cross-task's pre-training."""
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("ddp")
     doc, restore, spm_model = write_doc_corpus(root / "train", n_docs=40)
     dev, _, _ = write_doc_corpus(root / "dev", n_docs=4, n_shards=1, seed=3, spm_model=spm_model)
-    quick = TrainConfig(**{**TRAIN.to_dict(), "max_steps": 2, "freeze": ()})
-    assert train({**MODEL, "name": "transformer"}, quick, doc, dev, spm_model, root / "base") == 0
-    return {"doc": doc, "restore": restore, "dev": dev, "spm": spm_model,
-            "base": root / "base" / "checkpoints" / "last"}
+    shards = {"doc": doc, "restore": restore, "heads": with_heads(doc, root / "train" / "heads"),
+              "dev": dev, "spm": spm_model}
+    quick = {"max_steps": 2, "freeze": ()}
+    for start in sorted({j.init_from for j in JOBS.values() if j.init_from}):
+        model, tcfg, aux = job(start, {**shards, "checkpoints": {}}, **quick)
+        assert train(model, tcfg, data_dir(start, shards), dev, spm_model, root / start, aux) == 0
+    return {**shards, "checkpoints": {name: root / name / "checkpoints" / "last"
+                                      for name in {j.init_from for j in JOBS.values()} if name}}
 
 
-def job(name: str, corpus: dict[str, Path],
-        **train: object) -> tuple[dict, TrainConfig, Path | None]:
+def data_dir(name: str, corpus: dict) -> Path:
+    """The main shards of job ``name``: heads shards for ``data: heads``, else the doc shards
+    (read as sentence pairs in sentence mode)."""
+    return corpus["heads"] if JOBS[name].data == "heads" else corpus["doc"]
+
+
+def job(name: str, corpus: dict, **train: object) -> tuple[dict, TrainConfig, Path | None]:
     """Model dict, train config and aux shards of job ``name``."""
     setup = JOBS[name]
-    tcfg = TrainConfig(**{**TRAIN.to_dict(), "freeze": (SENTENCE_LEVEL,) if setup.two_step else (),
-                          "init_from": str(corpus["base"]) if setup.two_step else None,
-                          "aux_ratio": 0.5 if setup.aux else 0.0, **train})
-    return ({**MODEL, "name": setup.model, "extras": setup.extras}, tcfg,
-            corpus[setup.aux] if setup.aux else None)
+    init = corpus["checkpoints"].get(setup.init_from) if setup.init_from else None
+    tcfg = TrainConfig(**{**TRAIN.to_dict(), "freeze": setup.freeze,
+                          "init_from": str(init) if init else None,
+                          "aux_ratio": setup.aux_ratio, **train})
+    aux = {"restore": corpus["restore"], "doc": corpus["doc"]}.get(setup.aux)
+    return {**MODEL, "name": setup.model, "extras": setup.extras}, tcfg, aux
 
 
 def build(model_dict: dict, corpus: dict[str, Path]) -> torch.nn.Module:
@@ -117,7 +179,7 @@ def run_ddp(name: str, corpus: dict[str, Path], out: Path) -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "pipeline_lib.training.train",
            "--config-json", json.dumps({"model": model, "train": tcfg.to_dict()}),
-           "--shards", str(corpus["doc"]), "--dev-shards", str(corpus["dev"]),
+           "--shards", str(data_dir(name, corpus)), "--dev-shards", str(corpus["dev"]),
            "--spm", str(corpus["spm"]), "--out-dir", str(out),
            *(["--aux-shards", str(aux)] if aux else [])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -127,7 +189,7 @@ def run_ddp(name: str, corpus: dict[str, Path], out: Path) -> None:
 
 def run_single(name: str, corpus: dict[str, Path], out: Path, **train_kw: object) -> None:
     model, tcfg, aux = job(name, corpus, **train_kw)
-    assert train(model, tcfg, corpus["doc"], corpus["dev"], corpus["spm"], out, aux) == 0
+    assert train(model, tcfg, data_dir(name, corpus), corpus["dev"], corpus["spm"], out, aux) == 0
 
 
 def replica_reference(name: str, corpus: dict[str, Path]) -> dict[str, torch.Tensor]:
@@ -147,7 +209,8 @@ def replica_reference(name: str, corpus: dict[str, Path]) -> dict[str, torch.Ten
     cfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, buffer_sents=tcfg.buffer_sents,
                        max_len=model.cfg.max_len,
                        inputs=inputs_for(model, corpus["spm"]).sentence_batches())
-    streams = [TrainLoader(corpus["doc"], cfg, rank, 2).iterate(DataPosition()) for rank in (0, 1)]
+    streams = [TrainLoader(data_dir(name, corpus), cfg, rank, 2).iterate(DataPosition())
+               for rank in (0, 1)]
     for r in replicas:
         r.train()
     for _ in range(STEPS):
@@ -220,7 +283,7 @@ def test_two_ranks_read_what_two_workers_of_one_process_read(corpus, name):
     model_dict, tcfg, aux = job(name, corpus)
     model = build(model_dict, corpus)
     inputs = inputs_for(model, corpus["spm"])
-    streams = [(corpus["doc"], inputs.sentence_batches())] + ([(aux, inputs)] if aux else [])
+    streams = [(data_dir(name, corpus), inputs.sentence_batches())] + ([(aux, inputs)] if aux else [])
     for shards, spec in streams:
         cfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, max_len=model.cfg.max_len,
                            inputs=spec)
@@ -258,8 +321,13 @@ def test_ddp_matches_one_process_on_the_same_global_batch(corpus, tmp_path, name
     assert ts["position"] == {"epoch": 0, "batches": STEPS - aux_steps}
     assert ts["aux_position"] == {"epoch": 0, "batches": aux_steps}
     if tcfg.freeze:
-        base = ckpt.load_state(corpus["base"])
+        base = ckpt.load_state(tcfg.init_from)
         assert all(torch.equal(weights[k], base[k]) for k in base)   # frozen under DDP too
+    if JOBS[name].data == "heads":   # DBSA's own losses ran under DDP, on both sides
+        sup = man["counts"]["supervision"]
+        assert sup["src_share"] > 0.5 and sup["tgt_share"] > 0.5, sup
+        for record in _metrics(ddp, "train"):
+            assert record["parse_loss_enc"] > 0 and record["parse_loss_dec"] > 0, record
 
     torch.set_num_threads(1)
     model = build(job(name, corpus)[0], corpus)

@@ -3,7 +3,9 @@ on small files in each corpus's release format (tests/preset_fixtures.py), every
 ingestion to the report, with `snakemake --cores 2`.
 
 What a preset carries is what runs: its corpora and readers (IWSLT tags/XML, Maruf et al. `<d>`
-documents, WMT14 sentence pairs, gzipped Gigaword SGML, LDC/NIST SGML with four references), its
+documents, WMT14 sentence pairs, gzipped Gigaword SGML, LDC/NIST SGML with four references, GB
+-encoded MTC SGML and GALE TDF in one union corpus, ASPEC's ` ||| ` files), stanza models trained
+offline and both sides parsed where DBSA trains on heads, its
 models and training chains (cross-task pre-training on another corpus's pairs and a monolingual
 corpus's restoration instances, two-step recipes) and their matched controls; only the sizes
 (model, steps, BPE, beam) are overridden."""
@@ -32,7 +34,8 @@ def _failed_logs(work: Path) -> str:
 
 
 @pytest.mark.parametrize("name", PRESETS)
-def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, name):
+def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, monkeypatch, name):
+    monkeypatch.delenv("DOCMT_SHARED", raising=False)   # the staged shared/ (UD_Japanese-smoke)
     stage(name, tmp_path, downloads=True)
     config = merged(fixture_overrides(name), smoke_overrides(name))
     write_config(tmp_path, config)
@@ -46,7 +49,7 @@ def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, name):
     # every corpus was read from its release format and kept sentences in each of its splits
     for corpus, spec in plan.config["corpora"].items():
         man = json.loads((results / "ingest_corpus" / corpus / "manifest.json").read_text())
-        assert set(man["counts"]["sentences"]) == set(spec["splits"]), corpus
+        assert set(man["counts"]["sentences"]) == plan.splits(corpus), corpus
     # NIST test sets keep their four references (reader sgml: one <refset> per fixture file)
     for corpus, spec in plan.config["corpora"].items():
         if spec["reader"] == "sgml":
@@ -57,8 +60,16 @@ def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, name):
     for job in plan.jobs.values():
         man = json.loads((results / "train_model" / job.name / "manifest.json").read_text())
         assert man["counts"]["steps"] == job.train["max_steps"], job.name
-        assert any(p.endswith(f"make_shards/{job.corpus}/{job.data}/train") for p in man["inputs"]), \
-            (job.name, man["inputs"])
+        shards = f"{plan.shard_root(job.corpus, job.data)}/{plan.shard_task(job.data)}/train"
+        assert any(p.endswith(shards.split("results/", 1)[-1]) for p in man["inputs"]), \
+            (job.name, shards, man["inputs"])
+    # DBSA's parse supervision reached training: both sides parsed (stanza models trained
+    # offline, Japanese on the UD_Japanese-smoke fixture) and supervised tokens counted
+    for job in plan.jobs.values():
+        if job.data == "heads" and job.model["name"] == "dbsa":   # its control reads no heads
+            sup = json.loads((results / "train_model" / job.name / "manifest.json").read_text())
+            assert sup["counts"]["supervision"]["src_heads"] > 0, job.name
+            assert sup["counts"]["supervision"]["tgt_heads"] > 0, job.name
     # the report has a row for every model, cross-task sentence decoding and every control
     lines = (results / "report" / "report.md").read_text().splitlines()
     rows = {line.split("|")[1].strip().split(" ")[0] for line in lines if line.startswith("| ")}

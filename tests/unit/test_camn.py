@@ -65,7 +65,8 @@ def make_batch(ctx_rows: list[list[int]] | None = None,
 
 
 #: the row's own previous sentence as ctx_src, gated without the FFN: the variant most tests
-#: below check by hand; the paper's default (batch memory + FFN) has its own tests at the end
+#: below check by hand; the default (the same memory with the FFN) and Sec. 4.3's batch memory
+#: have their own tests at the end
 VARIANT = {"memory_mode": "concat", "context_ffn": False}
 
 
@@ -287,18 +288,25 @@ def slots_batch() -> Batch:
     return make_batch(sent_rows=[sentences(DOC, 1), sentences([], 1)])
 
 
-def test_defaults_are_the_papers_batch_memory_with_the_feed_forward():
+def test_defaults_are_the_memory_the_paper_ran_with_the_feed_forward():
+    """Footnote 1: only the concatenated context attention (Eq. 18) was run, with the previous
+    sentence as context (Sec. 5.3); the gate reads the memory after a feed-forward sub-layer."""
     model = paper_model()
-    assert model.camn.memory_mode is MemoryMode.BATCH and model.context_ffn is not None
+    assert model.camn.memory_mode is MemoryMode.CONCAT and model.camn.memory_sentences == 1
+    assert model.context_ffn is not None
     rule = model.inputs(SpecialIds(sent_break=45, src_tag=46, tgt_tag=47)).context
-    assert rule == PreviousSentenceSlots(1, model.cfg.max_len, CTX_SENTS)
+    assert rule == PreviousSentences(1, model.cfg.max_len, 45)
     assert "context_ffn.fn.w1.weight" in "".join(model.new_parameter_names())
+    batch_rule = paper_model(memory_mode="batch").inputs(
+        SpecialIds(sent_break=45, src_tag=46, tgt_tag=47)).context
+    assert batch_rule == PreviousSentenceSlots(1, model.cfg.max_len, CTX_SENTS)
 
 
 def test_batch_memory_follows_equations_10_to_17_over_every_rows_context():
-    """Every row reads the two context sentences of the batch, weighted by beta (Eq. 14-15),
-    then the FFN sub-layer, then the gate (Eq. 16-17), recomputed by hand."""
-    model, batch = paper_model(seed=5), slots_batch()
+    """Sec. 4.3's batch memory (described, not run: footnote 1): every row reads the two context
+    sentences of the batch, weighted by beta (Eq. 14-15), then the FFN sub-layer, then the gate
+    (Eq. 16-17), recomputed by hand."""
+    model, batch = paper_model(seed=5, memory_mode="batch"), slots_batch()
     with torch.no_grad():
         h = Transformer.encode(model, batch).source.states               # (B, S, d)
         src_mask = batch.src.ne(PAD_ID)

@@ -16,7 +16,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from pipeline_lib.constants import NAME_PATTERN
-from pipeline_lib.ingest import iwslt, ldc, mono, plaintext, sgml, wmt_xml
+from pipeline_lib.ingest import aspec, iwslt, ldc, mono, plaintext, sgml, tdf, wmt_xml
 from pipeline_lib.ingest.lines import ALLOW_EMPTY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,9 +78,19 @@ def test_7_reported_cases_are_refused_with_the_key_path(spec, path, says):
      ("corpora", "news", "splits", "train", "allow_empty")),
     ({"reader": "bible", "tgt_module": "engWEB2015eb"}, ("corpora", "news")),
     ({"reader": "bible", "src_module": "a", "tgt_module": "b", "splits": {}}, ("corpora", "news")),
+    ({"reader": "aspec", "splits": {"train": {"file": "t.txt", "max_pairs": 0}}},
+     ("corpora", "news", "splits", "train", "max_pairs")),
+    ({"reader": "aspec", "source": "zh", "splits": {"test": {"file": "t.txt"}}},
+     ("corpora", "news", "source")),
+    ({"reader": "aspec", "splits": {"mono": {"file": "t.txt"}}}, ("corpora", "news", "splits")),
+    ({"reader": "union", "parts": [{"reader": "gale_tdf", "splits": {"train": {"src": "a"}}}]},
+     ("corpora", "news", "parts", 0, "splits", "train")),
+    ({"reader": "union", "parts": [{"reader": "union", "parts": [PLAIN]}]},
+     ("corpora", "news", "parts", 0, "reader")),
 ], ids=["docids_and_separator", "unknown_split", "mono_reader_train_split", "sgml_without_tgt",
         "empty_path", "translators_string", "allow_empty_string", "bible_without_src_module",
-        "bible_with_splits"])
+        "bible_with_splits", "aspec_max_pairs_zero", "aspec_source", "aspec_mono_split",
+        "union_part_without_tgt", "union_of_unions"])
 def test_7_other_unusable_entries_are_refused_with_the_key_path(spec, path):
     assert on(*path) in refused(with_corpus(spec))
 
@@ -93,15 +103,22 @@ def test_7_valid_variations_of_every_reader_validate():
                   "test": {"src": ["a.en.xml", "b.en.xml"], "tgt": ["a.de.xml", "b.de.xml"]}},
         "plaintext": {"train": {"src": "a", "tgt": "b", "docids": "c"},
                       "dev": {"src": "a", "tgt": "b", "doc_separator": "<d>", ALLOW_EMPTY: True}},
-        "ldc_doc": {"train": {"src": ["s/*.sgm"], "tgt": [["E01/*.sgm", "x/E01/*.sgm"], "E02/*.sgm"]}},
+        "ldc_doc": {"train": {"src": ["s/*.sgm"], "tgt": [["E01/*.sgm", "x/E01/*.sgm"], "E02/*.sgm"],
+                              "src_encoding": "gb18030"}},
+        "gale_tdf": {"train": {"src": "source/*.tdf", "tgt": ["translation/*.eng.tdf"]}},
         "ldc_sent": {"train": {"src": "a", "tgt": "b"}, "dev": {"src": ["a", "c"], "tgt": ["b", "d"]}},
         "mono_sgml": {"mono": {"src": ["g/*.gz"], "doc_types": ["story", "multi"]}},
         "mono_text": {"mono": {"src": "m.txt", "doc_separator": ""}},
+        "aspec": {"train": {"file": ["train-1.txt", "train-2.txt"], "max_pairs": 1500000},
+                  "test": {"file": "test.txt"}},
     }
     config = copy.deepcopy(DEFAULT)
     for reader, sub in splits.items():
         config["corpora"][f"c_{reader}"] = {"reader": reader, "splits": sub}
     config["corpora"]["c_iwslt"]["download"] = "iwslt17_en_de"
+    config["corpora"]["c_union"] = {"reader": "union", "parts": [
+        {"reader": "ldc_doc", "splits": splits["ldc_doc"]},
+        {"reader": "gale_tdf", "splits": splits["gale_tdf"]}]}
     validate(config, str(SCHEMA))
     # defaults of bible keys are set on bible entries only, so other entries reach the reader as written
     assert config["corpora"]["bible"]["max_length_ratio"] == 2.5
@@ -111,7 +128,8 @@ def test_7_valid_variations_of_every_reader_validate():
 def test_7_schema_and_readers_agree_on_split_keys():
     schema = yaml.safe_load(SCHEMA.read_text())
     readers = {"sgml": sgml.KEYS, "wmt_xml": wmt_xml.KEYS, "iwslt": iwslt.KEYS,
-               "plaintext": plaintext.KEYS, **ldc.KEYS, **mono.KEYS}
+               "plaintext": plaintext.KEYS, **ldc.KEYS, **mono.KEYS, "aspec": aspec.KEYS,
+               "gale_tdf": tdf.KEYS}
     for reader, keys in readers.items():
         split = schema["$defs"][f"reader_{reader}"]["properties"]["splits"]["additionalProperties"]
         assert set(split["properties"]) == set(keys) | {ALLOW_EMPTY}, reader

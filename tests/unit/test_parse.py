@@ -38,6 +38,16 @@ def test_tokenize():
     assert P.tokenize("  \t ") == []
 
 
+def test_tokenize_cuts_japanese_where_the_script_changes():
+    """No spaces in Japanese: a word run is cut between Han, Hiragana and Katakana (and the rest),
+    which gives UD Japanese GSD's units for noun + particle + Sino-Japanese verb + する."""
+    assert P.tokenize("本研究では、新しい手法を提案する。") == \
+        ["本研究", "では", "、", "新", "しい", "手法", "を", "提案", "する", "。"]
+    assert P.tokenize("パラメータUPが大きい") == ["パラメータ", "UP", "が", "大", "きい"]
+    # a run of one script stays whole: two Han words in a row are one token (a segmenter's job)
+    assert P.tokenize("人々はデータを2回測定した") == ["人々", "は", "データ", "を", "2", "回測定", "した"]
+
+
 def test_valid_tree():
     assert P.valid_tree([2, 0, 2])
     assert not P.valid_tree([0, 0])        # two roots
