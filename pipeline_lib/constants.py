@@ -42,7 +42,10 @@ class DataMode(str, Enum):
 # Names that become Snakemake wildcards and file names (corpus keys, model/job names, download
 # entries, discourse suites): no spaces, slashes or shell metacharacters. The config schema uses
 # the same expression (tests/unit/test_config_schema.py checks that they agree).
+# Match it whole (re.fullmatch): "$" alone also matches before a trailing newline. At most
+# NAME_MAX_LEN characters, so that every file name built from one stays within NAME_MAX (255).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+NAME_MAX_LEN = 100
 
 
 class Split(str, Enum):
@@ -92,6 +95,21 @@ class IngestReason(str, Enum):
     DOC_NOT_CONTIGUOUS = "doc_id_not_contiguous"       # doc-id file revisits an earlier document
     DOC_TYPE_EXCLUDED = "doc_type_excluded"            # Gigaword non-story documents
     NO_SEGMENTS = "document_without_segments"          # e.g. Gigaword <TEXT> without <P>
+
+
+class HygieneReason(str, Enum):
+    """Why the hygiene pass of ingestion (pipeline_lib/ingest/hygiene.py) removed a pair from a
+    split it filters (quarantine ``reason`` column with stage ``hygiene``, manifest keys)."""
+
+    DUPLICATE_PAIR = "duplicate_pair"                  # the same pair earlier in the split
+    DUPLICATE_PAIR_NORMALISED = "duplicate_pair_normalised"  # the same letters and digits
+    DUPLICATE_DOCUMENT = "duplicate_document"          # every pair of an earlier document, in order
+    COPY = "source_copy"                               # a reference equals the source (normalised)
+    LENGTH_RATIO = "length_ratio"                      # longer side > max_length_ratio x shorter
+    WRONG_LANGUAGE_SRC = "wrong_language_src"          # src_lang improbable (language id)
+    WRONG_LANGUAGE_TGT = "wrong_language_tgt"          # tgt_lang improbable in a reference
+    OVERLAP_DEV = "overlap_dev"                        # the pair or document is in dev
+    OVERLAP_TEST = "overlap_test"                      # the pair or document is in test
 
 
 class IngestRepair(str, Enum):

@@ -20,7 +20,9 @@ from __future__ import annotations
 import glob
 import gzip
 import logging
+import os
 import re
+import stat
 import zlib
 from collections import Counter
 from contextlib import contextmanager
@@ -114,8 +116,34 @@ def note_repair(repair: IngestRepair, n: int = 1) -> None:
         counter[repair.value] += n
 
 
-def _open(path: str) -> IO[bytes]:
-    """Binary handle; ``.gz`` files (how Gigaword and LDC ship) are decompressed on the fly."""
+_KINDS = [(stat.S_ISFIFO, "a named pipe (FIFO): reading it would wait for a writer for ever"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device")]
+
+
+def check_input(path: str, folders: bool = True) -> None:
+    """Refuse an input that is not a readable regular file (or folder, where ``folders``) before
+    anything opens it: opening a named pipe blocks until a writer comes, and an unreadable file
+    must be named, not end the run in a traceback."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(path, None, "cannot open: No such file or directory") from None
+    except OSError as e:
+        raise InputError(path, None, f"cannot open: {e.strerror or e}") from None
+    for kind, what in _KINDS:
+        if kind(mode):
+            raise InputError(path, None, f"is {what}; give a regular file")
+    if stat.S_ISDIR(mode) and not folders:
+        raise InputError(path, None, "is a directory; give a file")
+    if not os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+        raise InputError(path, None, "cannot read: Permission denied")
+
+
+def open_input(path: str) -> IO[bytes]:
+    """Binary handle on a checked input; ``.gz`` files (how Gigaword and LDC ship) are
+    decompressed on the fly."""
+    check_input(path, folders=False)
     try:
         return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
     except OSError as e:
@@ -142,7 +170,7 @@ def decode(raw: bytes, no: int, path: str) -> Line:
 
 def read_lines(path: str) -> Iterator[Line]:
     """Lines of a UTF-8 file without their line ends (LF or CRLF), 1-based numbers."""
-    with _open(path) as f:
+    with open_input(path) as f:
         try:
             check_encoding(path, f.read(SNIFF_BYTES))
             f.seek(0)

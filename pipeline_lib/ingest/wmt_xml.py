@@ -29,7 +29,7 @@ from xml.parsers import expat
 from pipeline_lib.constants import IngestReason, IngestRepair
 from pipeline_lib.ingest import InputError, Limits
 from pipeline_lib.ingest.lines import (PATH, SNIFF_BYTES, TEXTS, Fault, check_encoding,
-                                       normalize, note_repair, splits)
+                                       normalize, note_repair, open_input, splits)
 from pipeline_lib.ingest.markup import Doc, Seg, align, control_reference
 from pipeline_lib.schema import Rejected, Sentence
 
@@ -99,7 +99,7 @@ def parse(path: str) -> tuple[list[Doc], dict[str, list[Doc]]]:
     parser.StartElementHandler, parser.EndElementHandler = c.start, c.end
     parser.CharacterDataHandler = c.text
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             check_encoding(path, f.read(SNIFF_BYTES))
             f.seek(0)
             parser.ParseFile(f)

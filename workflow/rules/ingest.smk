@@ -20,11 +20,13 @@ rule ingest_corpus:
         # the corpus's config entry as one JSON argument (also a rerun trigger)
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
         max_line_chars=config["ingest"]["max_line_chars"],
+        hygiene=json.dumps(config["hygiene"], sort_keys=True),
         code=code_hash("ingest"),
     priority: 10   # ahead of stanza: see train.smk
     conda:
         "../../envs/ingest.yaml"
     shell:
         "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --spec {params.spec:q}"
-        " --max-line-chars {params.max_line_chars}"
+        " --max-line-chars {params.max_line_chars} --hygiene {params.hygiene:q}"
+        " --src-lang {config[src_lang]} --tgt-lang {config[tgt_lang]}"
         " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"
