@@ -82,7 +82,7 @@ class IngestReason(str, Enum):
     """Why a corpus reader quarantined a record (quarantine ``reason`` column, manifest keys)."""
 
     UNDECODABLE = "undecodable_bytes"
-    CONTROL_CHARACTER = "control_character"            # a C0 control other than tab (NUL, ESC, CR...)
+    CONTROL_CHARACTER = "control_character"            # C0 but tab (NUL, ESC, CR...), DEL, C1
     EMPTY = "empty_segment"
     TOO_LONG = "too_long"
     SEG_COUNT_MISMATCH = "segment_count_mismatch"      # the two sides of a document differ in length
@@ -95,6 +95,8 @@ class IngestReason(str, Enum):
     DOC_NOT_CONTIGUOUS = "doc_id_not_contiguous"       # doc-id file revisits an earlier document
     DOC_TYPE_EXCLUDED = "doc_type_excluded"            # Gigaword non-story documents
     NO_SEGMENTS = "document_without_segments"          # e.g. Gigaword <TEXT> without <P>
+    INVALID_REFERENCE = "invalid_character_reference"  # &#xD800; (a surrogate), &#x110000;
+    UNRESOLVED_ENTITY = "unresolved_entity"            # wmt_xml: an external or skipped entity
 
 
 class HygieneReason(str, Enum):
@@ -116,6 +118,7 @@ class IngestRepair(str, Enum):
     """What a reader fixed instead of rejecting (manifest ``repaired``), so a fix is counted too."""
 
     STRAY_BOM = "stray_bom_removed"    # U+FEFF after the start of a file (files concatenated)
+    INVISIBLE = "invisible_character_removed"  # zero-width space, word joiner, bidi controls
 
 
 # --- dependency parsing (stanza_models.py, parse.py) ---
