@@ -60,6 +60,7 @@ def prepare_config(config: dict, overrides: Mapping) -> None:
         from pipeline_lib.presets import apply_preset
 
         apply_preset(config, PRESET_DIR, overrides)
+    _drop_other_readers_keys(config, overrides.get("corpora") or {})
     validate(config, str(SCHEMA))
     # Every job gets its model_settings entry, so the schema fills its defaults too (a job
     # without an entry is a one-step sentence-level run of the registry model of its name).
@@ -71,6 +72,27 @@ def prepare_config(config: dict, overrides: Mapping) -> None:
             settings[job] = {}
         pending.extend([settings[job]["init_from"]] if settings[job].get("init_from") else [])
     validate(config, str(SCHEMA))
+
+
+def _drop_other_readers_keys(config: dict, given: Mapping) -> None:
+    """A corpus entry that the command line (``--configfile``, ``--config``) gives with a
+    reader keeps none of the keys an earlier file gave that this reader does not take.
+
+    WHY: Snakemake deep-merges config files, so a user's ``bible: {reader: plaintext, splits:
+    ...}`` would inherit the default's ``src_module``, ``dev_books``... and fail validation on
+    keys the user never wrote; an entry with the same reader still merges (``bible: {max_chapters:
+    20}`` keeps the default's modules)."""
+    import yaml
+
+    readers = yaml.safe_load(SCHEMA.read_text())["$defs"]
+    for name, entry in given.items():
+        merged = config.get("corpora", {}).get(name)
+        reader = entry.get("reader") if isinstance(entry, Mapping) else None
+        if not isinstance(merged, dict) or f"reader_{reader}" not in readers:
+            continue
+        takes = readers[f"reader_{reader}"]["properties"]
+        for key in [k for k in merged if k not in entry and k not in takes]:
+            del merged[key]
 
 
 @dataclass(frozen=True)
