@@ -39,15 +39,22 @@ HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword depen
 def load_config(*files: str | Path, overrides: Mapping | None = None) -> dict:
     """The config a ``snakemake --configfile files... --config overrides`` run sees: the files
     deep-merged in order, a ``preset`` applied, validated with the schema's defaults filled in
-    (what the Snakefile does)."""
-    import yaml
+    (what the Snakefile does); a key given twice in one file is an error. The files after the
+    first and ``overrides`` are what Snakemake calls command-line config."""
     from snakemake.utils import update_config
 
+    from pipeline_lib.config_files import load_yaml
+
     config: dict = {}
-    for f in files or (DEFAULT_CONFIG,):
-        update_config(config, yaml.safe_load(Path(f).read_text()) or {})
+    later: dict = {}
+    for i, f in enumerate(files or (DEFAULT_CONFIG,)):
+        data = load_yaml(f) or {}
+        update_config(config, copy.deepcopy(data))
+        if i:
+            update_config(later, data)
+    update_config(later, copy.deepcopy(dict(overrides or {})))
     update_config(config, copy.deepcopy(dict(overrides or {})))
-    prepare_config(config, overrides or {})
+    prepare_config(config, later)
     return config
 
 
