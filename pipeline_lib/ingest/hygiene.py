@@ -13,8 +13,8 @@ for Chinese, Japanese and Korean). Each removed pair goes to the quarantine with
     a pair that occurred earlier in the same split, exactly / after normalisation (NFKC,
     case-folded, only letters and digits kept); the first occurrence stays;
 ``duplicate_document``
-    a document whose pairs equal, in order and normalised, those of an earlier document of the
-    split: the later copy goes whole;
+    a document of several sentences whose pairs equal, in order and normalised, those of an
+    earlier document of the split: the later copy goes whole;
 ``source_copy``
     a reference equal to its source after normalisation (an untranslated line, a file given for
     both sides, ``<d>`` paired with ``<d>``);
@@ -382,7 +382,9 @@ class Hygiene:
             return [self.faults(r.sentence) for r in doc]
         filtered = split in self.cfg.filter_splits
         exact, near, repeated_docs = bits
-        if filtered and self.cfg.duplicates != "off" and _bit(repeated_docs, doc[0].index):
+        alone = len(doc) == 1 or not doc[0].sentence.has_context
+        if filtered and self.cfg.duplicates != "off" and not alone and \
+                _bit(repeated_docs, doc[0].index):
             return [HygieneReason.DUPLICATE_DOCUMENT] * len(doc)
         sources = hash(tuple(r.source for r in doc))
         for other in _PROTECTED:
@@ -393,7 +395,6 @@ class Hygiene:
                 if self.strict:
                     return [_overlap_reason(other)] * len(doc)
                 return [self.faults(r.sentence) for r in doc]
-        alone = len(doc) == 1 or not doc[0].sentence.has_context
         out: list[HygieneReason | None] = []
         for r in doc:
             reason = self.faults(r.sentence)
