@@ -210,3 +210,22 @@ def test_splits_built_from_overlapping_files(tmp_path_factory, pool, data):
     assert overlap.get("train-test", {}).get("pairs", 0) == expected["overlap_test"]
     assert overlap.get("dev-test", {}).get("pairs", 0) == len(held["dev"] & held["test"])
     assert json.dumps(record)   # the manifest is plain JSON
+
+
+def test_the_report_funnel_shows_sizes_before_and_after_hygiene(tmp_path):
+    from pipeline_lib.evaluate.report import funnel_table
+
+    rows = {"train": [("d1", *S(1)), ("d1", *S(2)), ("d2", "Igual.", "Igual."), ("d3", *S(5)),
+                      ("d4", *S(5)), ("d5", "Mal\x1b.", "Bad.")],
+            "test": [("x", *S(9)), ("x", "Copia.", "Copia.")]}
+    record, _, _ = run(tmp_path, corpus(tmp_path, rows))
+    table = funnel_table({"c": record}, {"c": None})
+    steps = {r[1]: r[2:] for r in table.rows}
+    assert table.header == ["Corpus", "Step", "Records", "train", "test"]
+    assert steps["read at ingest"] == ["8", "", ""]
+    assert steps["quarantined at ingest: control_character"] == ["1", "", ""]
+    assert steps["read: sentence pairs"] == ["7", "5", "2"]
+    assert steps["removed by hygiene: source_copy"] == ["1", "1", ""]
+    assert steps["removed by hygiene: duplicate_pair"] == ["1", "1", ""]
+    assert steps["found by hygiene, kept (split not filtered): source_copy"] == ["1", "", "1"]
+    assert steps["kept: sentence pairs"] == ["5", "3", "2"]
