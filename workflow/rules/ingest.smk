@@ -21,6 +21,8 @@ rule ingest_corpus:
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
         max_line_chars=config["ingest"]["max_line_chars"],
         hygiene=json.dumps(config["hygiene"], sort_keys=True),
+        src_lang=config["src_lang"],
+        tgt_lang=config["tgt_lang"],
         code=code_hash("ingest"),
     priority: 10   # ahead of stanza: see train.smk
     conda:
@@ -28,5 +30,5 @@ rule ingest_corpus:
     shell:
         "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --spec {params.spec:q}"
         " --max-line-chars {params.max_line_chars} --hygiene {params.hygiene:q}"
-        " --src-lang {config[src_lang]} --tgt-lang {config[tgt_lang]}"
+        " --src-lang {params.src_lang} --tgt-lang {params.tgt_lang}"
         " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"
