@@ -72,7 +72,8 @@ STAGE = "hygiene"
 DUPLICATE_SCOPES = ("documents", "pairs", "off")
 OVERLAP_MODES = ("remove", "keep")
 CJK = {"zh", "ja", "ko"}           # lengths in UTF-8 bytes there (Bicleaner's length_ratio)
-BUCKET_ROWS = 1 << 20              # rows sorted at once when looking for repeats (16 MiB of keys)
+BUCKET_ROWS = 1 << 18              # rows sorted at once when looking for repeats (4 MiB of keys)
+_KEY_ROW = np.dtype([("key", "<i8"), ("row", "<i8")])
 BATCH_ROWS = 20_000                # rows read from Parquet at once
 _NOT_ALNUM = re.compile(r"[\W_]+")
 _PROTECTED = (Split.TEST.value, Split.DEV.value)   # test first: it wins when both hold a pair
@@ -156,14 +157,14 @@ class LanguageCheck:
 
 class Repeats:
     """Which rows repeat a key first seen at an earlier row, in memory bounded by
-    ``BUCKET_ROWS`` rather than by the corpus: keys go to bucket files by hash, and each bucket
-    is sorted on its own (the first occurrence is the smallest row of its key)."""
+    ``BUCKET_ROWS`` rather than by the corpus: keys go to bucket files by hash (appended, so
+    that no more than one file is open at a time), and each bucket is sorted on its own (the
+    first occurrence is the smallest row of its key)."""
 
     def __init__(self, work: Path, name: str, n_rows: int):
         self.n_rows = n_rows
         self.n_buckets = max(1, -(-n_rows // BUCKET_ROWS))
         self.paths = [work / f"{name}-{b}.bin" for b in range(self.n_buckets)]
-        self.files = [open(p, "wb") for p in self.paths]
         self.keys: list[int] = []
         self.rows: list[int] = []
 
@@ -176,11 +177,12 @@ class Repeats:
     def _flush(self) -> None:
         if not self.keys:
             return
-        data = np.empty(len(self.keys), dtype=[("key", "<i8"), ("row", "<i8")])
+        data = np.empty(len(self.keys), dtype=_KEY_ROW)
         data["key"], data["row"] = self.keys, self.rows
         bucket = data["key"].view("<u8") % self.n_buckets
         for b in np.unique(bucket):
-            data[bucket == b].tofile(self.files[b])
+            with open(self.paths[b], "ab") as f:
+                data[bucket == b].tofile(f)
         self.keys.clear()
         self.rows.clear()
 
@@ -188,14 +190,16 @@ class Repeats:
         """One bit per row, set where the row repeats an earlier row's key."""
         self._flush()
         bits = np.zeros((self.n_rows + 7) // 8, dtype=np.uint8)
-        for f, path in zip(self.files, self.paths):
-            f.close()
-            data = np.fromfile(path, dtype=[("key", "<i8"), ("row", "<i8")])
+        for path in self.paths:
+            if not path.exists():
+                continue
+            data = np.fromfile(path, dtype=_KEY_ROW)
             path.unlink()
             if len(data) < 2:
                 continue
             data = data[np.lexsort((data["row"], data["key"]))]
             repeat = data["row"][1:][data["key"][1:] == data["key"][:-1]]
+            del data
             np.bitwise_or.at(bits, repeat >> 3, (1 << (repeat & 7)).astype(np.uint8))
         return bits
 
