@@ -41,7 +41,7 @@ change the context of every sentence after it, so with ``duplicates: documents``
 only repeated documents and repeated pairs that stand alone (one-sentence documents, rows without
 context) are removed, and repeats inside documents are counted (``kept_in_documents``);
 ``duplicates: pairs`` removes every repeat (OpusFilter's practice for sentence-level corpora),
-``off`` none.
+``none`` none (not ``off``: YAML reads an unquoted off as false).
 
 Memory does not grow with the corpus: the rows are read twice from the reader's Parquet output
 in batches; repeats are found by hashing each key into bucket files on disk, one bucket
@@ -69,7 +69,7 @@ from pipeline_lib.schema import Rejected, Sentence
 log = logging.getLogger("ingest")
 
 STAGE = "hygiene"
-DUPLICATE_SCOPES = ("documents", "pairs", "off")
+DUPLICATE_SCOPES = ("documents", "pairs", "none")
 OVERLAP_MODES = ("remove", "keep")
 CJK = {"zh", "ja", "ko"}           # lengths in UTF-8 bytes there (Bicleaner's length_ratio)
 BUCKET_ROWS = 1 << 18              # rows sorted at once when looking for repeats (4 MiB of keys)
@@ -297,7 +297,7 @@ class Hygiene:
     def collect(self, path: Path, n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Keys of dev and test, and the repeat bitmaps (exact pairs, normalised pairs,
         documents by their first row) of the filtered splits."""
-        dup = self.cfg.duplicates != "off"
+        dup = self.cfg.duplicates != "none"
         exact, near, docs = (Repeats(self.work, name, n_rows) for name in ("exact", "near", "doc"))
         for doc in _documents(path):
             split = doc[0].sentence.split
@@ -387,7 +387,7 @@ class Hygiene:
         filtered = split in self.cfg.filter_splits
         exact, near, repeated_docs = bits
         alone = len(doc) == 1 or not doc[0].sentence.has_context
-        if filtered and self.cfg.duplicates != "off" and not alone and \
+        if filtered and self.cfg.duplicates != "none" and not alone and \
                 _bit(repeated_docs, doc[0].index):
             return [HygieneReason.DUPLICATE_DOCUMENT] * len(doc)
         sources = hash(tuple(r.source for r in doc))
@@ -405,7 +405,7 @@ class Hygiene:
             other = self._in_protected(r)
             if reason is None and other is not None and self.strict:
                 reason = _overlap_reason(other)
-            if reason is None and filtered and self.cfg.duplicates != "off":
+            if reason is None and filtered and self.cfg.duplicates != "none":
                 repeat = (HygieneReason.DUPLICATE_PAIR if _bit(exact, r.index)
                           else HygieneReason.DUPLICATE_PAIR_NORMALISED if _bit(near, r.index)
                           else None)

@@ -74,7 +74,7 @@ def test_repeated_pairs_inside_documents_are_kept_and_counted_alone_ones_removed
     assert [(r["doc_id"], r["sent_idx"], r["src"]) for r in kept] == [
         ("d1", 0, a[0]), ("d1", 1, b[0]), ("d2", 0, c[0])]
     record, kept, _ = run(tmp_path, corpus(tmp_path, rows), HygieneConfig(langid=False,
-                                                                          duplicates="off"))
+                                                                          duplicates="none"))
     assert len(kept) == 6
 
 
@@ -192,7 +192,7 @@ def test_splits_built_from_overlapping_files(tmp_path_factory, pool, data):
     nothing_left = set(picks["train"]) <= held["dev"] | held["test"]
     try:
         record, kept, bad = run(tmp, corpus(tmp, rows), HygieneConfig(langid=False,
-                                                                      duplicates="off"))
+                                                                      duplicates="none"))
     except InputError as e:
         assert whole or held["dev"] == held["test"] or nothing_left, e
         return
