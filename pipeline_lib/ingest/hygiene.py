@@ -228,7 +228,9 @@ def _documents(path: Path) -> Iterator[list[_Row]]:
     names = [f.name for f in fields(Sentence)]
     current: list[_Row] = []
     index = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=names):
+    # pre_buffer off: pyarrow would otherwise hold every row group's chunks until the end
+    for batch in pq.ParquetFile(str(path), pre_buffer=False).iter_batches(batch_size=BATCH_ROWS,
+                                                                          columns=names):
         columns = [batch.column(n).to_pylist() for n in names]
         for values in zip(*columns):
             s = Sentence(*values)
