@@ -3,8 +3,8 @@ Bible's verse pairs: the Spanish side (Reina-Valera 1909) and the English side (
 Bible) of every pair the reader keeps, read with the hygiene pass off.
 
 Printed: py3langid's top-1 accuracy per side over its 140 languages; the filter's decision
-(probability of the configured language below ``langid_min_prob`` on a side of at least
-``langid_min_chars`` characters): sides wrongly judged and pairs wrongly removed; and, with the
+(another language on top and the configured one below ``langid_min_prob``, on a side of at
+least ``langid_min_chars`` characters): sides wrongly judged and pairs wrongly removed; and, with the
 sides swapped (English text where Spanish is expected and the reverse, as in a corpus whose
 files were given the wrong way round), the share of wrong-language sides it catches. Last line:
 the pairs wrongly removed, the comparable figure.
@@ -61,7 +61,7 @@ def main() -> int:
         caught["en"] += check.wrong(src, "en")
     n = len(rows)
     cpu = time.process_time() - t0
-    print(f"{check.library}; {n} Bible verse pairs; {cpu:.1f} s CPU for {6 * n} identifications")
+    print(f"{check.library}; {n} Bible verse pairs; {cpu:.1f} s CPU")
     for lang, side in (("es", "Spanish (source)"), ("en", "English (target)")):
         print(f"{side}: top-1 {100 * top[lang] / n:.2f}%; judged wrong by the filter "
               f"{wrong[lang]} ({100 * wrong[lang] / n:.3f}%); swapped sides caught "
