@@ -25,10 +25,9 @@ import logging
 import re
 import sys
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
-
-from dataclasses import asdict
 
 from pipeline_lib.atomic import scratch_dir
 from pipeline_lib.constants import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
@@ -136,11 +135,12 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
                                    bad, manifest)
             for split, (files, may_be_empty) in expected.items():
                 if read[split] and not kept.sentences[split] and not may_be_empty:
+                    removed = {reason: n[split] for reason, n in hygiene_record["removed"].items()
+                               if split in n}
                     raise InputError(", ".join(files), None,
                                      f"split {split!r} of corpus {corpus!r} keeps no sentence: "
-                                     f"hygiene removed all {read[split]} pairs "
-                                     f"({ {r: n[split] for r, n in hygiene_record['removed'].items() if split in n} }); "
-                                     f"set `{ALLOW_EMPTY}: true` on the split if that is expected")
+                                     f"hygiene removed all {read[split]} pairs ({removed}); set "
+                                     f"`{ALLOW_EMPTY}: true` on the split if that is expected")
     manifest.counts = {
         "read": dict(read),
         "sentences": dict(kept.sentences),
