@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -269,8 +270,6 @@ def test_8_corpus_name_with_a_trailing_newline_or_too_long_is_refused(tmp_path, 
     rc, log = cli({"reader": "plaintext", "splits": {"train": {"src": "a", "tgt": "b"}}},
                   tmp_path / "out", caplog, corpus=name)
     assert rc == 2 and "must match" in log
-    import re
-
     assert re.match(NAME_PATTERN, "bible\n")   # why the code uses fullmatch
 
 
