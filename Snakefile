@@ -7,6 +7,8 @@ from snakemake.utils import min_version
 # The rules and the planning below import pipeline_lib from this checkout.
 sys.path.insert(0, workflow.basedir)
 
+from pipeline_lib import failed_jobs
+from pipeline_lib.config_files import check_files
 from pipeline_lib.plan import Plan, prepare_config
 
 min_version("9.0")
@@ -15,9 +17,11 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# Every config file is read again refusing a key given twice (YAML keeps the last silently).
 # `--config preset=<name>` applies a paper's setup (config/presets/; command-line values still
 # win), then the config is validated against workflow/schemas/config.schema.yaml, which fills in
 # every default. `plan` (pipeline_lib/plan.py) is all the rule files read.
+check_files(workflow.configfiles)
 prepare_config(config, workflow.config_settings.overwrite_config)
 plan = Plan(config)
 
@@ -30,6 +34,11 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
+
+
+# A failed job's error (file and line) is in its log: print its last lines on the console too.
+onerror:
+    failed_jobs.report(log)
 
 
 rule all:

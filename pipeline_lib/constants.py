@@ -42,7 +42,10 @@ class DataMode(str, Enum):
 # Names that become Snakemake wildcards and file names (corpus keys, model/job names, download
 # entries, discourse suites): no spaces, slashes or shell metacharacters. The config schema uses
 # the same expression (tests/unit/test_config_schema.py checks that they agree).
+# Match it whole (re.fullmatch): "$" alone also matches before a trailing newline. At most
+# NAME_MAX_LEN characters, so that every file name built from one stays within NAME_MAX (255).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+NAME_MAX_LEN = 100
 
 
 class Split(str, Enum):
@@ -80,7 +83,7 @@ class IngestReason(str, Enum):
     """Why a corpus reader quarantined a record (quarantine ``reason`` column, manifest keys)."""
 
     UNDECODABLE = "undecodable_bytes"
-    CONTROL_CHARACTER = "control_character"            # a C0 control other than tab (NUL, ESC, CR...)
+    CONTROL_CHARACTER = "control_character"            # C0 but tab (NUL, ESC, CR...), DEL, C1
     EMPTY = "empty_segment"
     TOO_LONG = "too_long"
     SEG_COUNT_MISMATCH = "segment_count_mismatch"      # the two sides of a document differ in length
@@ -94,12 +97,30 @@ class IngestReason(str, Enum):
     DOC_TYPE_EXCLUDED = "doc_type_excluded"            # Gigaword non-story documents
     NO_SEGMENTS = "document_without_segments"          # e.g. Gigaword <TEXT> without <P>
     FIELD_COUNT = "field_count"                        # a ` ||| ` line (ASPEC) with the wrong fields
+    INVALID_REFERENCE = "invalid_character_reference"  # &#xD800; (a surrogate), &#x110000;
+    UNRESOLVED_ENTITY = "unresolved_entity"            # wmt_xml: an external or skipped entity
+
+
+class HygieneReason(str, Enum):
+    """Why the hygiene pass of ingestion (pipeline_lib/ingest/hygiene.py) removed a pair from a
+    split it filters (quarantine ``reason`` column with stage ``hygiene``, manifest keys)."""
+
+    DUPLICATE_PAIR = "duplicate_pair"                  # the same pair earlier in the split
+    DUPLICATE_PAIR_NORMALISED = "duplicate_pair_normalised"  # the same letters and digits
+    DUPLICATE_DOCUMENT = "duplicate_document"          # every pair of an earlier document, in order
+    COPY = "source_copy"                               # a reference equals the source (normalised)
+    LENGTH_RATIO = "length_ratio"                      # longer side > max_length_ratio x shorter
+    WRONG_LANGUAGE_SRC = "wrong_language_src"          # src_lang improbable (language id)
+    WRONG_LANGUAGE_TGT = "wrong_language_tgt"          # tgt_lang improbable in a reference
+    OVERLAP_DEV = "overlap_dev"                        # the pair or document is in dev
+    OVERLAP_TEST = "overlap_test"                      # the pair or document is in test
 
 
 class IngestRepair(str, Enum):
     """What a reader fixed instead of rejecting (manifest ``repaired``), so a fix is counted too."""
 
     STRAY_BOM = "stray_bom_removed"    # U+FEFF after the start of a file (files concatenated)
+    INVISIBLE = "invisible_character_removed"  # zero-width space, word joiner, bidi controls
 
 
 # --- dependency parsing (stanza_models.py, parse.py) ---

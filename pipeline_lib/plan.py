@@ -39,15 +39,22 @@ HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword depen
 def load_config(*files: str | Path, overrides: Mapping | None = None) -> dict:
     """The config a ``snakemake --configfile files... --config overrides`` run sees: the files
     deep-merged in order, a ``preset`` applied, validated with the schema's defaults filled in
-    (what the Snakefile does)."""
-    import yaml
+    (what the Snakefile does); a key given twice in one file is an error. The files after the
+    first and ``overrides`` are what Snakemake calls command-line config."""
     from snakemake.utils import update_config
 
+    from pipeline_lib.config_files import load_yaml
+
     config: dict = {}
-    for f in files or (DEFAULT_CONFIG,):
-        update_config(config, yaml.safe_load(Path(f).read_text()) or {})
+    later: dict = {}
+    for i, f in enumerate(files or (DEFAULT_CONFIG,)):
+        data = load_yaml(f) or {}
+        update_config(config, copy.deepcopy(data))
+        if i:
+            update_config(later, data)
+    update_config(later, copy.deepcopy(dict(overrides or {})))
     update_config(config, copy.deepcopy(dict(overrides or {})))
-    prepare_config(config, overrides or {})
+    prepare_config(config, later)
     return config
 
 
@@ -60,6 +67,7 @@ def prepare_config(config: dict, overrides: Mapping) -> None:
         from pipeline_lib.presets import apply_preset
 
         apply_preset(config, PRESET_DIR, overrides)
+    _drop_other_readers_keys(config, overrides.get("corpora") or {})
     validate(config, str(SCHEMA))
     # Every job gets its model_settings entry, so the schema fills its defaults too (a job
     # without an entry is a one-step sentence-level run of the registry model of its name).
@@ -71,6 +79,27 @@ def prepare_config(config: dict, overrides: Mapping) -> None:
             settings[job] = {}
         pending.extend([settings[job]["init_from"]] if settings[job].get("init_from") else [])
     validate(config, str(SCHEMA))
+
+
+def _drop_other_readers_keys(config: dict, given: Mapping) -> None:
+    """A corpus entry that the command line (``--configfile``, ``--config``) gives with a
+    reader keeps none of the keys an earlier file gave that this reader does not take.
+
+    WHY: Snakemake deep-merges config files, so a user's ``bible: {reader: plaintext, splits:
+    ...}`` would inherit the default's ``src_module``, ``dev_books``... and fail validation on
+    keys the user never wrote; an entry with the same reader still merges (``bible: {max_chapters:
+    20}`` keeps the default's modules)."""
+    import yaml
+
+    readers = yaml.safe_load(SCHEMA.read_text())["$defs"]
+    for name, entry in given.items():
+        merged = config.get("corpora", {}).get(name)
+        reader = entry.get("reader") if isinstance(entry, Mapping) else None
+        if not isinstance(merged, dict) or f"reader_{reader}" not in readers:
+            continue
+        takes = readers[f"reader_{reader}"]["properties"]
+        for key in [k for k in merged if k not in entry and k not in takes]:
+            del merged[key]
 
 
 @dataclass(frozen=True)
@@ -153,12 +182,14 @@ class Plan:
         return reader_module(spec["reader"]).input_files(spec)
 
     def ingest_code(self, corpus: str) -> str:
-        """Code hash of a corpus's ingestion: the shared reading code and its own reader (the
-        ingest CLI picks the reader by name at run time, which code_hash does not follow)."""
+        """Code hash of a corpus's ingestion: the shared reading code and its own reader, or
+        a union's readers (the ingest CLI picks readers by name at run time, which code_hash
+        does not follow)."""
         from pipeline_lib.ingest import READERS
 
-        return code_hash("ingest.__main__",
-                         f"ingest.{READERS[self.config['corpora'][corpus]['reader']]}")
+        spec = self.config["corpora"][corpus]
+        readers = {spec["reader"], *(p["reader"] for p in spec.get("parts") or [])}
+        return code_hash("ingest.__main__", *(f"ingest.{READERS[r]}" for r in sorted(readers)))
 
     @property
     def head_corpora(self) -> list[str]:

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
+from pipeline_lib.config_files import load_yaml
 
 
 def available(preset_dir: Path) -> list[str]:
@@ -30,7 +30,7 @@ def apply_preset(config: dict, preset_dir: Path, overrides: Mapping) -> None:
     if not path.exists():
         raise ValueError(f"preset {name!r}: no file {path} (available: "
                          f"{', '.join(available(preset_dir))})")
-    preset = yaml.safe_load(path.read_text()) or {}
+    preset = load_yaml(path) or {}
     if "preset" in preset:
         raise ValueError(f"{path}: a preset cannot name another preset")
     for section, value in preset.items():

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from pipeline_lib.atomic import commit, discard, partial_name
+from pipeline_lib.atomic import commit, discard, discard_stale, partial_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -112,6 +112,7 @@ class RowWriter:
         import pyarrow.parquet as pq
 
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        discard_stale(self.path)
         self._tmp = partial_name(self.path)
         self._writer = pq.ParquetWriter(str(self._tmp), self.schema, compression="zstd")
         return self

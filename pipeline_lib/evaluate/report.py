@@ -16,8 +16,9 @@ Sections, in order:
    two-step recipe reads as one run and a model lines up with its matched control; a table of
    the jobs (initial checkpoint, start, updates, best dev loss, device).
 6. **Models**: parameters and their overhead over the baseline, training and decoding speed.
-7. **Data**: the funnel of each corpus, records read -> quarantined by reason -> kept per split
-   -> dropped at sharding -> in the training shards (ingest and make_shards manifests).
+7. **Data**: the funnel of each corpus, records read -> quarantined by reason -> pairs read per
+   split -> removed by hygiene by reason (and what it found but kept) -> kept per split ->
+   dropped at sharding -> in the training shards (ingest and make_shards manifests).
 8. **Wall time per stage**: Snakemake's benchmark file of every job, summed per rule.
 
 Everything shown is read from the files the rule names with flags (``Plan.report_args``),
@@ -507,8 +508,9 @@ def model_table(inputs: Inputs) -> Table:
 
 
 def funnel_table(ingest: dict[str, dict | None], shards: dict[str, dict | None]) -> Table:
-    """Per corpus: records read, quarantined at ingest by reason, kept (per split), dropped at
-    sharding by reason, and what the training shards hold (per split)."""
+    """Per corpus: records read, quarantined by the reader by reason, pairs read (per split),
+    removed by the hygiene pass by reason and what it found but kept (per split), kept (per
+    split), dropped at sharding by reason, and what the training shards hold (per split)."""
     splits = _split_order({s for m in ingest.values() if m
                            for s in m.get("counts", {}).get("sentences", {})})
     t = Table("Data funnel", ["Corpus", "Step", "Records"] + splits)
@@ -523,13 +525,29 @@ def funnel_table(ingest: dict[str, dict | None], shards: dict[str, dict | None])
             row("read at ingest", None)
         else:
             c = m.get("counts", {})
+            h = m.get("hygiene") or {}
+            removed = h.get("removed") or {}
             kept, quarantined = c.get("kept"), c.get("quarantined")
             row("read at ingest", None if kept is None or quarantined is None
                 else kept + quarantined)
-            for reason, n in sorted((m.get("rejected") or {}).items(), key=lambda x: -x[1]):
-                row(f"quarantined at ingest: {reason}", n)
+            at_reading = {reason: n - sum(removed.get(reason, {}).values())
+                          for reason, n in (m.get("rejected") or {}).items()}
+            for reason, n in sorted(at_reading.items(), key=lambda x: -x[1]):
+                if n:
+                    row(f"quarantined at ingest: {reason}", n)
             for repair, n in sorted((m.get("repaired") or {}).items()):
                 row(f"repaired at ingest (kept): {repair}", n)
+            if c.get("read"):
+                row("read: sentence pairs", sum(c["read"].values()), c["read"])
+            for label, group in (("removed by hygiene", removed),
+                                 ("found by hygiene, kept (split not filtered)", h.get("flagged")),
+                                 ("repeats kept inside documents", h.get("kept_in_documents"))):
+                for reason, per in sorted((group or {}).items(),
+                                          key=lambda x: -sum(x[1].values())):
+                    row(f"{label}: {reason}", sum(per.values()), per)
+            for pair, kinds in sorted((h.get("overlap") or {}).items()):
+                for kind, n in sorted(kinds.items()):
+                    row(f"overlap {pair}: {kind}", n)
             row("kept: sentence pairs", kept, c.get("sentences", {}))
             docs = c.get("documents", {})
             row("kept: documents", sum(docs.values()) if docs else None, docs)
@@ -549,8 +567,12 @@ def funnel_table(ingest: dict[str, dict | None], shards: dict[str, dict | None])
     t.notes.append("A record is one sentence pair, or one segment that could not be paired. "
                    "Quarantined records and sharding drops are counted per corpus (the "
                    "quarantine does not record a split); the quarantine files keep each "
-                   "record with its reason. Sharding drops pairs with an empty side or longer "
-                   "than shards.max_len pieces.")
+                   "record with its reason. The hygiene pass (duplicates, dev/test overlap, "
+                   "copies, length ratio, language) removes pairs only from the splits it "
+                   "filters (train, mono), counts per split what it finds elsewhere, and "
+                   "keeps a repeated pair inside a document (its context); overlap rows count "
+                   "pairs or documents of the first split found in the second. Sharding drops "
+                   "pairs with an empty side or longer than shards.max_len pieces.")
     return t
 
 

@@ -1,13 +1,20 @@
-"""``python -m pipeline_lib.ingest``: read one configured corpus into document Parquet.
+"""``python -m pipeline_lib.ingest``: read one configured corpus into document Parquet, then
+clean it (``hygiene``).
 
-Writes ``docs.parquet`` (kept rows), ``quarantine.parquet`` (rejected records with reasons) and
-``manifest.json`` (input checksums, counts per split, rejections by reason, repairs, time). The
-two Parquet files are renamed into place only when the whole corpus has been read and the
-manifest is written last, so a failed run leaves no output that looks finished.
+Writes ``docs.parquet`` (kept rows), ``quarantine.parquet`` (rejected records with reasons: the
+reader's, stage ``ingest``, and the hygiene pass's, stage ``hygiene``) and ``manifest.json``
+(input checksums, counts per split read and kept, rejections by reason, repairs, what hygiene
+removed and found, time). The reader's rows go to a scratch file first, which the hygiene pass
+reads twice (pipeline_lib/ingest/hygiene.py); the two Parquet files are renamed into place only
+when the whole corpus has been read and cleaned, and the manifest is written last, so a failed
+run leaves no output that looks finished.
 
-A split that keeps no sentence is an error naming the split and its files (empty or truncated
-input, a glob that matched the wrong files, a corpus quarantined whole), unless its config says
-``allow_empty: true``. Exit status: 0 done, 2 unreadable input or unusable corpus entry.
+Every input must be a readable regular file (a SWORD module may be a folder): a named pipe would
+block the run for ever and an unreadable file would fail without saying which one. A split that
+keeps no sentence is an error naming the split and its files (empty or truncated input, a glob
+that matched the wrong files, a corpus quarantined or filtered whole), unless its config says
+``allow_empty: true``. Exit status: 0 done, 2 unreadable input or unusable corpus entry (the
+message names the file and line; it is logged and, run by Snakemake, shown on the console).
 """
 
 from __future__ import annotations
@@ -18,15 +25,19 @@ import logging
 import re
 import sys
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
 
-from pipeline_lib.constants import DOCS_FILE, MANIFEST_FILE, NAME_PATTERN, QUARANTINE_FILE, Split
+from pipeline_lib.atomic import scratch_dir
+from pipeline_lib.constants import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
+                                    QUARANTINE_FILE, Split)
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
-from pipeline_lib.ingest.lines import ALLOW_EMPTY, counting_repairs
+from pipeline_lib.ingest.hygiene import HygieneConfig, clean
+from pipeline_lib.ingest.lines import ALLOW_EMPTY, check_input, counting_repairs
 from pipeline_lib.ingest.union import parts as union_parts
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.schema import Rejected, doc_writer, quarantine_writer
+from pipeline_lib.schema import Rejected, Sentence, doc_writer, quarantine_writer
 
 log = logging.getLogger("ingest")
 
@@ -63,49 +74,93 @@ def _parts(spec: dict) -> Iterator[tuple[dict, dict[str, tuple[list[str], bool]]
                        bool(sub.get(ALLOW_EMPTY, False)))})
 
 
-def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path) -> dict:
-    if not re.match(NAME_PATTERN, corpus):
-        raise SpecError(f"corpus name {corpus!r} must match {NAME_PATTERN} (it names files)")
+class _Counted:
+    """The kept rows' writer, counting sentences and documents per split as they pass."""
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.sentences: Counter = Counter()
+        self.docs: set = set()
+
+    def write(self, s: Sentence) -> None:
+        self.writer.write(s)
+        self.sentences[s.split] += 1
+        self.docs.add((s.split, s.doc_id))
+
+
+def check_name(corpus: str) -> None:
+    if not re.fullmatch(NAME_PATTERN, corpus) or len(corpus) > NAME_MAX_LEN:
+        raise SpecError(f"corpus name {corpus!r} must match {NAME_PATTERN} and have at most "
+                        f"{NAME_MAX_LEN} characters (it names files)")
+
+
+def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
+           hygiene: HygieneConfig | None = None, langs: tuple[str, str] | None = None) -> dict:
+    """Read ``spec`` into ``out_dir``; ``hygiene`` (overridden by the entry's own ``hygiene``)
+    cleans the rows, ``langs`` (source, target) for its language check; None reads only."""
+    check_name(corpus)
     if not isinstance(spec, dict):
         raise SpecError(f"the entry of corpus {corpus!r} must be a mapping, got {spec!r}")
     reader = reader_module(spec.get("reader"))
+    cfg = HygieneConfig.from_dicts(asdict(hygiene), spec.get("hygiene")) if hygiene else \
+        HygieneConfig(enabled=False)
     manifest = Manifest(stage="ingest_corpus", params={"corpus": corpus, **spec, "limits": vars(limits)})
     for path in reader.input_files(spec):  # also checks the entry before anything is read
-        manifest.add_input(path)
-    per_split: Counter = Counter()
-    docs: set = set()
-    with counting_repairs() as repaired, doc_writer(out_dir / DOCS_FILE) as kept, \
-            quarantine_writer(out_dir / QUARANTINE_FILE) as bad:
-        for part, expected in _parts(spec):
-            read_before = kept.count + bad.count
-            reasons: Counter = Counter()
-            for item in reader_module(part.get("reader")).read(corpus, part, limits):
-                if isinstance(item, Rejected):
-                    bad.write(item)
-                    manifest.reject(item.reason)
-                    reasons[item.reason] += 1
-                else:
-                    kept.write(item)
-                    per_split[item.split] += 1
-                    docs.add((item.split, item.doc_id))
-            n_read = kept.count + bad.count - read_before
+        check_input(path)
+        try:
+            manifest.add_input(path)
+        except OSError as e:
+            raise InputError(path, None, f"cannot read: {e.strerror or e}") from None
+    read: Counter = Counter()
+    expected: dict[str, tuple[list[str], bool]] = {}
+    out_dir = Path(out_dir)
+    with counting_repairs() as repaired, quarantine_writer(out_dir / QUARANTINE_FILE) as bad, \
+            scratch_dir(out_dir / "hygiene") as work:
+        with doc_writer(work / DOCS_FILE) as raw:
+            for part, splits in _parts(spec):
+                expected.update(splits)
+                read_before = raw.count + bad.count
+                reasons: Counter = Counter()
+                for item in reader_module(part.get("reader")).read(corpus, part, limits):
+                    if isinstance(item, Rejected):
+                        bad.write(item)
+                        manifest.reject(item.reason)
+                        reasons[item.reason] += 1
+                    else:
+                        raw.write(item)
+                        read[item.split] += 1
+                n_read = raw.count + bad.count - read_before
+                for split, (files, may_be_empty) in splits.items():
+                    if read[split] == 0 and not may_be_empty:
+                        what = (f"all {n_read} records were quarantined ({dict(reasons)})" if n_read
+                                else "no record was read")
+                        raise InputError(", ".join(files), None,
+                                         f"split {split!r} of corpus {corpus!r} keeps no sentence: "
+                                         f"{what}; set `{ALLOW_EMPTY}: true` on the split if that "
+                                         "is expected")
+        n_read_rows = raw.count
+        with doc_writer(out_dir / DOCS_FILE) as docs:
+            kept = _Counted(docs)
+            hygiene_record = clean(corpus, work / DOCS_FILE, n_read_rows, cfg, langs, work, kept,
+                                   bad, manifest)
             for split, (files, may_be_empty) in expected.items():
-                if per_split[split] == 0 and not may_be_empty:
-                    what = (f"all {n_read} records were quarantined ({dict(reasons)})" if n_read
-                            else "no record was read")
+                if read[split] and not kept.sentences[split] and not may_be_empty:
+                    removed = {reason: n[split] for reason, n in hygiene_record["removed"].items()
+                               if split in n}
                     raise InputError(", ".join(files), None,
                                      f"split {split!r} of corpus {corpus!r} keeps no sentence: "
-                                     f"{what}; set `{ALLOW_EMPTY}: true` on the split if that "
-                                     "is expected")
+                                     f"hygiene removed all {read[split]} pairs ({removed}); set "
+                                     f"`{ALLOW_EMPTY}: true` on the split if that is expected")
     manifest.counts = {
-        "sentences": dict(per_split),
-        "documents": dict(Counter(split for split, _ in docs)),
-        "kept": kept.count,
+        "read": dict(read),
+        "sentences": dict(kept.sentences),
+        "documents": dict(Counter(split for split, _ in kept.docs)),
+        "kept": docs.count,
         "quarantined": bad.count,
     }
-    manifest.extra = {"repaired": dict(repaired)}
+    manifest.extra = {"repaired": dict(repaired), "hygiene": hygiene_record}
     record = manifest.write(out_dir / MANIFEST_FILE)
-    log.info("%s: kept %d sentences, quarantined %d %s%s", corpus, kept.count, bad.count,
+    log.info("%s: kept %d sentences, quarantined %d %s%s", corpus, docs.count, bad.count,
              dict(manifest.rejected) if bad.count else "",
              f", repaired {dict(repaired)}" if repaired else "")
     return record
@@ -116,16 +171,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", required=True, help="corpus name (key of config `corpora`)")
     ap.add_argument("--spec", required=True, help="the corpus's config entry as JSON")
     ap.add_argument("--max-line-chars", type=int, default=Limits.max_line_chars)
+    ap.add_argument("--hygiene", default="{}",
+                    help="config section `hygiene` as JSON (the corpus's own `hygiene` entry in "
+                         "--spec overrides it); default: the schema's defaults")
+    ap.add_argument("--src-lang", help="config src_lang (hygiene's language check)")
+    ap.add_argument("--tgt-lang", help="config tgt_lang")
     ap.add_argument("--out-dir", required=True, type=Path)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        spec = json.loads(args.spec)
+        spec, section = json.loads(args.spec), json.loads(args.hygiene)
     except json.JSONDecodeError as e:
-        log.error("--spec is not JSON: %s", e)
+        log.error("--spec or --hygiene is not JSON: %s", e)
         return 2
+    langs = (args.src_lang, args.tgt_lang) if args.src_lang and args.tgt_lang else None
     try:
-        ingest(args.corpus, spec, Limits(args.max_line_chars), args.out_dir)
+        ingest(args.corpus, spec, Limits(args.max_line_chars), args.out_dir,
+               HygieneConfig.from_dicts(section), langs)
     except InputError as e:
         log.error("%s", e)
         return 2

@@ -22,7 +22,8 @@ lines (``<url> <keywords> <speaker> <talkid> <title> <description> <reviewer> <t
 are metadata, never segments; every other line is a segment, aligned line by line with the
 other language's file. Talks pair by ``<talkid>`` (by position where a file has none); a talk
 present on one side only, or whose sides differ in line count, is quarantined whole (both sides,
-each line at its own file and line). Document ids are the talk ids (as in the ``.xml`` files'
+each line at its own file and line), and so is a later talk repeating an id on either side
+(``duplicate_doc_id``: the first one pairs). Character references are decoded as in ``markup``. Document ids are the talk ids (as in the ``.xml`` files'
 ``docid``), ``#<ordinal>`` where a file has none.
 """
 
@@ -36,7 +37,7 @@ from pipeline_lib.constants import IngestReason
 from pipeline_lib.ingest import InputError, Limits, SpecError
 from pipeline_lib.ingest.lines import (PATHS, Segment, Text, as_list, emit_document, fault_of,
                                        normalize, read_lines, reject_all, reject_sides, splits)
-from pipeline_lib.ingest.markup import align, read_docs, unescape
+from pipeline_lib.ingest.markup import align, read_docs, reference_fault, unescape
 from pipeline_lib.schema import Rejected, Sentence
 
 HEADER = re.compile(r"^\s*<(/?)(doc|url|keywords|speaker|talkid|title|description|reviewer|"
@@ -71,8 +72,9 @@ def read_talks(path: str) -> list[Talk]:
         if m is None:
             if not talks:
                 raise InputError(path, line.no, "text before the first talk header (<url> or <doc>)")
+            fault = fault_of(line) or reference_fault(line.text, line.no)
             talks[-1].segs.append(Segment(Text(normalize(unescape(line.text)), path, line.no,
-                                               fault_of(line))))
+                                               fault)))
             continue
         closing, tag, value = m.group(1), m.group(2).lower(), m.group(3).strip()
         if closing:
@@ -89,7 +91,9 @@ def read_talks(path: str) -> list[Talk]:
 def read_tags(corpus: str, split: str, src: str, tgt: str,
               limits: Limits) -> Iterator[Sentence | Rejected]:
     src_talks, tgt_talks = read_talks(src), read_talks(tgt)
-    by_key = {t.key: t for t in tgt_talks}
+    by_key: dict[str, Talk] = {}
+    for t in tgt_talks:  # the first talk of an id pairs; a later one is a duplicate
+        by_key.setdefault(t.key, t)
     used: set[str] = set()
     for talk in src_talks:
         doc_id = talk.key

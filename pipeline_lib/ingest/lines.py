@@ -9,10 +9,20 @@ that every kept row can name the file and line it came from. What decoding check
   text that no check below would catch;
 * a UTF-8 byte-order mark opening the file is dropped; one after that (two files concatenated)
   is removed too and counted (``IngestRepair.STRAY_BOM``, manifest ``repaired``);
-* a line with bytes that are not UTF-8 is ``undecodable_bytes``; a line with a C0 control
-  character other than tab (NUL, ESC, a CR that is not part of the line end) is
-  ``control_character``. Both are quarantined with the file and line where the bytes are, even
-  when that is the target side of a pair.
+* a line with bytes that are not UTF-8 is ``undecodable_bytes``; a line with a control
+  character (C0 other than tab: NUL, ESC, a CR that is not part of the line end; DEL; C1, e.g.
+  U+009B, the trace of text decoded twice) is ``control_character``. Both are quarantined with
+  the file and line where the bytes are, even when that is the target side of a pair;
+* a file whose first bytes hold a CR and no line feed has classic Mac line ends: read as one
+  line it could not pair, so it is an ``InputError`` saying how to convert it;
+* a line longer than ``MAX_LINE_BYTES`` is never held whole (a small ``.gz`` can expand to one
+  line of gigabytes): its start is kept for the quarantine record (``too_long``), the rest is
+  skipped.
+
+Invisible characters that carry no text (zero-width space, word joiner, bidi embeddings,
+overrides, isolates and marks) are removed when a side is normalised and counted
+(``IngestRepair.INVISIBLE``); a line holding nothing else is then empty. Zero-width (non-)joiners
+stay: Persian and Indic spelling needs them.
 """
 
 from __future__ import annotations
@@ -21,7 +31,9 @@ import codecs
 import glob
 import gzip
 import logging
+import os
 import re
+import stat
 import zlib
 from collections import Counter
 from contextlib import contextmanager
@@ -38,9 +50,16 @@ STAGE = "ingest"
 log = logging.getLogger("ingest")
 
 UTF8_BOM = b"\xef\xbb\xbf"
-# C0 controls except tab and line feed (line feed only reaches a text through &#10;, as whitespace)
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")
+# C0 controls except tab and line feed (line feed only reaches a text through &#10;, as
+# whitespace), DEL and the C1 controls
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# zero-width space, word joiner, zero-width no-break space, LRM/RLM/ALM, bidi embeddings and
+# overrides (U+202A-E), isolates (U+2066-9)
+INVISIBLE = dict.fromkeys([0x200B, 0x2060, 0xFEFF, 0x200E, 0x200F, 0x061C,
+                           *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 SNIFF_BYTES = 4096
+MAX_LINE_BYTES = 1 << 20   # longer lines are too_long whatever ingest.max_line_chars says
+RECORD_CHARS = 500         # what a quarantine record keeps of an overlong line
 _WIDE_BOMS = [(b"\x00\x00\xfe\xff", "UTF-32-BE"), (b"\xff\xfe\x00\x00", "UTF-32-LE"),
               (b"\xfe\xff", "UTF-16-BE"), (b"\xff\xfe", "UTF-16-LE")]
 
@@ -115,8 +134,34 @@ def note_repair(repair: IngestRepair, n: int = 1) -> None:
         counter[repair.value] += n
 
 
-def _open(path: str) -> IO[bytes]:
-    """Binary handle; ``.gz`` files (how Gigaword and LDC ship) are decompressed on the fly."""
+_KINDS = [(stat.S_ISFIFO, "a named pipe (FIFO): reading it would wait for a writer for ever"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device")]
+
+
+def check_input(path: str, folders: bool = True) -> None:
+    """Refuse an input that is not a readable regular file (or folder, where ``folders``) before
+    anything opens it: opening a named pipe blocks until a writer comes, and an unreadable file
+    must be named, not end the run in a traceback."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(path, None, "cannot open: No such file or directory") from None
+    except OSError as e:
+        raise InputError(path, None, f"cannot open: {e.strerror or e}") from None
+    for kind, what in _KINDS:
+        if kind(mode):
+            raise InputError(path, None, f"is {what}; give a regular file")
+    if stat.S_ISDIR(mode) and not folders:
+        raise InputError(path, None, "is a directory; give a file")
+    if not os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+        raise InputError(path, None, "cannot read: Permission denied")
+
+
+def open_input(path: str) -> IO[bytes]:
+    """Binary handle on a checked input; ``.gz`` files (how Gigaword and LDC ship) are
+    decompressed on the fly."""
+    check_input(path, folders=False)
     try:
         return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
     except OSError as e:
@@ -141,16 +186,37 @@ def decode(raw: bytes, no: int, path: str, encoding: str = "utf-8") -> Line:
     return Line(no, text, fault)
 
 
+def _raw_lines(f: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """``(bytes, overlong)`` per line; an overlong line's bytes are only its first
+    ``MAX_LINE_BYTES`` (the rest is read and dropped piece by piece)."""
+    while raw := f.readline(MAX_LINE_BYTES):
+        if len(raw) < MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield raw, False
+            continue
+        while (more := f.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):
+            pass
+        yield raw, True
+
+
 def read_lines(path: str, encoding: str = "utf-8") -> Iterator[Line]:
     """Lines of a UTF-8 file (or of ``encoding``, an ASCII-compatible one such as the GB18030 and
     Big5 of older LDC Chinese releases, whose bytes never contain a line feed inside a
     character) without their line ends (LF or CRLF), 1-based numbers."""
-    with _open(path) as f:
+    with open_input(path) as f:
         try:
-            check_encoding(path, f.read(SNIFF_BYTES))
+            head = f.read(SNIFF_BYTES)
+            check_encoding(path, head)
+            if b"\r" in head and b"\n" not in head:
+                raise InputError(path, 1, "has CR line ends (classic Mac) and no line feed, so "
+                                          "it reads as one line: convert it first, e.g. "
+                                          "dos2unix -c mac FILE")
             f.seek(0)
-            for no, raw in enumerate(f, 1):
-                yield decode(raw.rstrip(b"\r\n"), no, path, encoding)
+            for no, (raw, overlong) in enumerate(_raw_lines(f), 1):
+                if overlong:
+                    text = raw[:RECORD_CHARS].decode(encoding, errors="replace")
+                    yield Line(no, f"{text} ...", IngestReason.TOO_LONG)
+                else:
+                    yield decode(raw.rstrip(b"\r\n"), no, path, encoding)
         except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt .gz
             raise InputError(path, None, f"cannot read: {e}") from None
 
@@ -249,8 +315,12 @@ def splits(spec: dict, keys: dict[str, str], required: tuple[str, ...] = ("src",
 
 
 def normalize(text: str) -> str:
-    """Collapse whitespace (segments spanning lines, tabs, padding inside ``<seg>``)."""
-    return " ".join(text.split())
+    """Collapse whitespace (segments spanning lines, tabs, padding inside ``<seg>``) and remove
+    invisible characters (``INVISIBLE``, counted as a repair)."""
+    visible = text.translate(INVISIBLE)
+    if len(visible) != len(text):
+        note_repair(IngestRepair.INVISIBLE, len(text) - len(visible))
+    return " ".join(visible.split())
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,19 @@ NIST/LDC/WMT SGML and the IWSLT ``.xml`` files are often not well-formed XML (ba
 unquoted attributes, ``<seg>`` or ``</p>`` left open, upper-case ``<DOC>``), so an XML parser
 would refuse files every MT toolkit reads. Like those tools (sacrebleu, mteval) we match tags with
 regular expressions, close an open segment implicitly at the next segment/paragraph/document
-boundary, and decode only the five XML entities and numeric character references. What cannot be
-repaired raises ``InputError`` with file and line: a ``<seg>`` outside any document, a
-half-written ``<seg`` tag, a file with no documents, and a file that ends inside a ``<seg>``,
-``<doc>`` or set or inside a tag. Releases always close these, so an open one at the end of the
-file means the file was cut short, and closing it implicitly would keep half a segment (or pair
-a half document) as if it were whole; the error names the line where the open element began.
+boundary, skip comments (``<!-- <seg>..</seg> -->`` is no segment), and decode only the five XML
+entities and numeric character references. A reference to a code point that is no character (a
+surrogate half, beyond U+10FFFF) stays as written and its segment is quarantined
+(``invalid_character_reference``); ``&#0;`` and other controls are ``control_character``. What
+cannot be repaired raises ``InputError`` with file and line: a ``<seg>`` outside any document, a
+half-written ``<seg`` tag, a file with no documents, a line over ``lines.MAX_LINE_BYTES``, and a
+file that ends inside a ``<seg>``, ``<doc>``, set, comment or tag. Releases always close these,
+so an open one at the end of the file means the file was cut short, and closing it implicitly
+would keep half a segment (or pair a half document) as if it were whole; the error names the
+line where the open element began.
+
+Document ids must be unique within a set: where a source or a reference repeats one, its first
+document is the one paired and the later ones are quarantined (``duplicate_doc_id``).
 
 A file may hold several sets (``<srcset>``, ``<refset>``, ``<tstset>``): NIST MT02-08 reference
 files carry four ``<refset>`` s, each of which becomes one reference of the ``tgt`` list.
@@ -24,8 +31,9 @@ from typing import Iterator
 
 from pipeline_lib.constants import IngestReason
 from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import (CONTROL, STAGE, Fault, Line, Segment, Text, emit_document,
-                                       fault_of, normalize, read_lines, reject_all, reject_sides)
+from pipeline_lib.ingest.lines import (CONTROL, MAX_LINE_BYTES, STAGE, Fault, Line, Segment, Text,
+                                       emit_document, fault_of, normalize, read_lines, reject_all,
+                                       reject_sides)
 from pipeline_lib.schema import Rejected, Sentence
 
 TAG = re.compile(r"<(/?)([A-Za-z][\w.:-]*)((?:\s[^<>]*)?)/?>")
@@ -41,23 +49,67 @@ SETS = {"srcset", "refset", "tstset"}
 BLOCKS = {"p", "hl", "text", "body", "headline", "dateline", "doc", *SETS}
 
 
+def _code(name: str) -> int:
+    return int(name[2:], 16) if name[1] in "xX" else int(name[1:])
+
+
+def _is_char(code: int) -> bool:
+    """A code point that is a character (UTF-8 can encode it): not a surrogate half."""
+    return code < 0x110000 and not 0xD800 <= code <= 0xDFFF
+
+
 def unescape(text: str) -> str:
-    """Decode XML entities only; a bare ``&`` (``AT&T``) or an HTML name stays as written."""
+    """Decode XML entities only; a bare ``&`` (``AT&T``) or an HTML name stays as written, and
+    so does a reference to a code point that is no character (see ``invalid_reference``)."""
 
     def sub(m: re.Match) -> str:
         name = m.group(1)
         if name[0] != "#":
             return _NAMED[name]
-        code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
-        return chr(code) if 0 < code < 0x110000 else m.group(0)
+        code = _code(name)
+        return chr(code) if _is_char(code) else m.group(0)
 
     return ENTITY.sub(sub, text)
 
 
+def invalid_reference(raw: str) -> bool:
+    """``raw`` (before ``unescape``) refers to a code point that is no character."""
+    return any(m.group(1)[0] == "#" and not _is_char(_code(m.group(1)))
+               for m in ENTITY.finditer(raw))
+
+
 def control_reference(text: str) -> bool:
-    """A C0 control reached the text through a character reference (``&#27;``); line ends
-    (``&#10;``, ``&#13;``) are whitespace there, as in XML, and collapse with the rest."""
+    """A control character reached the text through a character reference (``&#27;``,
+    ``&#0;``); line ends (``&#10;``, ``&#13;``) are whitespace there, as in XML, and collapse
+    with the rest."""
     return CONTROL.search(text.replace("\n", " ").replace("\r", " ")) is not None
+
+
+def reference_fault(raw: str, line: int) -> Fault | None:
+    """The fault character references put into a segment's text (``raw``: before ``unescape``)."""
+    if invalid_reference(raw):
+        return Fault(IngestReason.INVALID_REFERENCE, line)
+    if control_reference(unescape(raw)):
+        return Fault(IngestReason.CONTROL_CHARACTER, line)
+    return None
+
+
+def uncomment(text: str, inside: bool) -> tuple[str, bool]:
+    """``text`` without its comments, and whether a comment is still open at its end (comments
+    may span lines: ``inside`` says one was open when the line began)."""
+    out, pos = [], 0
+    while True:
+        if inside:
+            end = text.find("-->", pos)
+            if end < 0:
+                return "".join(out), True
+            pos, inside = end + 3, False
+        start = text.find("<!--", pos)
+        if start < 0:
+            out.append(text[pos:])
+            return "".join(out), False
+        out.append(text[pos:start])
+        pos, inside = start + 4, True
 
 
 def attributes(raw: str) -> dict[str, str]:
@@ -101,27 +153,39 @@ def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[
     seg: Seg | None = None
     parts: list[str] = []
     last: Line | None = None
+    comment: int | None = None   # line where a comment still open began
 
     def close_seg() -> None:
         nonlocal seg
         if seg is not None:
-            raw = unescape("".join(parts))
-            if seg.fault is None and control_reference(raw):
-                seg.fault = Fault(IngestReason.CONTROL_CHARACTER, seg.line)
-            seg.text = normalize(raw)
+            raw = "".join(parts)
+            seg.fault = seg.fault or reference_fault(raw, seg.line)
+            seg.text = normalize(unescape(raw))
             doc.segs.append(seg)
             seg = None
         parts.clear()
 
+    def add(text: str) -> None:
+        """Text of the open segment; past MAX_LINE_BYTES it is too long and no longer kept."""
+        if sum(map(len, parts)) < MAX_LINE_BYTES:
+            parts.append(text)
+        elif seg.fault is None:
+            seg.fault = Fault(IngestReason.TOO_LONG, seg.line)
+
     for line in read_lines(path, encoding):
         last = line
-        if BROKEN.search(TAG.sub("", line.text)):
+        if line.fault is IngestReason.TOO_LONG:
+            raise InputError(path, line.no, f"a line longer than {MAX_LINE_BYTES} bytes: markup "
+                                            "files have line breaks; is this the right file?")
+        text, inside = uncomment(line.text, comment is not None)
+        comment = (comment or line.no) if inside else None
+        if BROKEN.search(TAG.sub("", text)):
             raise InputError(path, line.no, f"malformed tag in {line.text[:80]!r}")
         fault = fault_of(line)
         pos = 0
-        for m in TAG.finditer(line.text):
+        for m in TAG.finditer(text):
             if seg is not None:
-                parts.append(line.text[pos:m.start()])
+                add(text[pos:m.start()])
                 seg.fault = seg.fault or fault
             pos = m.end()
             closing, name = m.group(1) == "/", m.group(2).lower()
@@ -147,8 +211,11 @@ def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[
                     open_set = None
             # any other tag inside a segment is inline markup: dropped, its text kept
         if seg is not None:
-            parts.append(line.text[pos:] + " ")
+            add(text[pos:] + " ")
             seg.fault = seg.fault or fault
+    if comment is not None:
+        raise InputError(path, comment, "a comment (<!--) opened here is never closed; the file "
+                                        "ends inside it: truncated?")
     _check_complete(path, last, seg, seg_tag, doc, open_set)
     close_seg()
     if not docs:
@@ -180,7 +247,7 @@ def align(corpus: str, split: str, src_docs: list[Doc], ref_sets: list[list[Doc]
     Reference documents without a source document, or repeating a docid within one reference,
     are quarantined too, so that every ``<seg>`` read is accounted for.
     """
-    refs: list[dict[str, Doc]] = [{d.id: d for d in rs if d.id} for rs in ref_sets]
+    refs: list[dict[str, Doc]] = [first_by_id(rs) for rs in ref_sets]
     seen: set[str] = set()
     for doc in src_docs:
         segs = [Segment(t) for t in doc.texts()]
@@ -213,6 +280,15 @@ def align(corpus: str, split: str, src_docs: list[Doc], ref_sets: list[list[Doc]
                                         IngestReason.REFERENCE_WITHOUT_SOURCE)
             elif by_id[doc.id] is not doc:  # a second document with that id in one reference
                 yield from reject_sides(corpus, doc.texts(), doc.id, IngestReason.DUPLICATE_DOC_ID)
+
+
+def first_by_id(docs: list[Doc]) -> dict[str, Doc]:
+    """Documents by id, the first of each id (a later one repeating it is quarantined)."""
+    by_id: dict[str, Doc] = {}
+    for d in docs:
+        if d.id:
+            by_id.setdefault(d.id, d)
+    return by_id
 
 
 def empty_document(corpus: str, doc: Doc) -> Rejected:

@@ -23,7 +23,12 @@ sides differ in line count is quarantined whole, the lines of both sides. Files 
 separator are one document each: if their line counts differ nothing can realign them, so that
 is an ``InputError`` naming both files and both counts rather than a corpus quarantined whole.
 Separator-delimited documents get ids ``<src file name>#<ordinal>``. ``docids`` and
-``doc_separator`` exclude each other (the separator would be ignored).
+``doc_separator`` exclude each other (the separator would be ignored). A blank line is one that
+holds nothing but spaces and tabs: a line of no-break spaces or zero-width characters is a
+segment (empty, so quarantined), not a document boundary that would misalign the sides. A line
+``<d>`` (Maruf et al.'s separator) in a file read with another separator, or with ``docids``,
+is an ``InputError`` saying to set ``doc_separator: "<d>"``: read as text it would pair
+separators as sentences.
 """
 
 from __future__ import annotations
@@ -52,11 +57,28 @@ def input_files(spec: dict) -> list[str]:
     return [sub[k] for _, sub in _splits(spec) for k in ("src", "tgt", "docids") if sub.get(k)]
 
 
+KNOWN_SEPARATORS = ("<d>",)
+
+
+def bare(line: Line) -> str:
+    """A line as a separator is compared: without the spaces and tabs around it."""
+    return line.text.strip(" \t")
+
+
+def refuse_separator(line: Line, path: str, separator: str | None) -> None:
+    """A known document separator read as text (see the module docstring)."""
+    if (text := bare(line)) in KNOWN_SEPARATORS and text != separator:
+        how = f"doc_separator is {separator!r}" if separator is not None else "docids are given"
+        raise InputError(path, line.no, f"the line {text!r} is a document separator (Maruf et "
+                                        f"al. 2019), but {how}: set doc_separator: {text!r}")
+
+
 def documents(path: str, separator: str) -> Iterator[list[Line]]:
     """Lines of a file cut at separator lines (separators dropped, empty documents skipped)."""
     doc: list[Line] = []
     for line in read_lines(path):
-        if line.text.strip() == separator:
+        refuse_separator(line, path, separator)
+        if bare(line) == separator:
             if doc:
                 yield doc
             doc = []
@@ -79,17 +101,22 @@ def read_separated(corpus: str, split: str, sub: dict, limits: Limits) -> Iterat
     pairs = (zip_longest(src_docs, documents(tgt_path, sep)) if tgt_path
              else ((doc, None) for doc in src_docs))
     held = None  # a first document whose sides differ, until we know whether another follows
+    uneven = None  # where the first document whose sides differ in length starts (both sides)
     k = -1
     for k, (src, tgt) in enumerate(pairs):
         if src is None or (tgt_path and tgt is None):
             short, other = (src_path, tgt_path) if src is None else (tgt_path, src_path)
-            raise InputError(short, None, f"has {k} documents but {other} has more: "
-                                          "separators do not line up")
+            where = (f"; the first document whose sides differ in length starts at "
+                     f"{src_path}:{uneven[0]} and {tgt_path}:{uneven[1]}" if uneven else "")
+            raise InputError(short, uneven[0 if short == src_path else 1] if uneven else None,
+                             f"has {k} documents but {other} has more: separators do not line "
+                             f"up{where}")
         if held is not None:
             yield from held[0]
             held = None
         doc_id = f"{file_label(src_path)}#{k:06d}"
         if tgt is not None and len(src) != len(tgt):
+            uneven = uneven or (src[0].no, tgt[0].no)
             unpaired = _unpaired(corpus, doc_id, src, src_path, tgt, tgt_path)
             if k == 0:
                 held = (unpaired, len(src), len(tgt))
@@ -122,6 +149,8 @@ def read_aligned(*paths: str) -> Iterator[tuple[Line, ...]]:
         for i, line in enumerate(row):
             if line is not None:
                 last[i] = line.no
+                if i < 2:  # the text files (a docids file holds ids)
+                    refuse_separator(line, paths[i], None)
         if None in row:
             uneven = True
         elif not uneven:

@@ -17,7 +17,9 @@ refuses raises ``InputError``: undecodable bytes and control characters (XML for
 other than tab and line ends), and a file that ends inside an element (truncated), reported at
 the line where the innermost open element began. A file in UTF-16/32 is refused before parsing
 (``lines.check_encoding``), as for every reader; a byte-order mark inside a segment is removed
-and counted. Segments pair by ``seg id`` within a document; the document-level checks are those
+and counted. An entity expat does not expand (declared external, ``<!ENTITY xxe SYSTEM ..>``,
+or skipped under an external DTD) is never fetched: the segment that refers to it is quarantined
+(``unresolved_entity``) rather than kept with a hole where the entity was. Segments pair by ``seg id`` within a document; the document-level checks are those
 of ``markup.align`` (shared with ``sgml``).
 """
 
@@ -28,8 +30,8 @@ from xml.parsers import expat
 
 from pipeline_lib.constants import IngestReason, IngestRepair
 from pipeline_lib.ingest import InputError, Limits
-from pipeline_lib.ingest.lines import (PATH, SNIFF_BYTES, TEXTS, Fault, check_encoding,
-                                       normalize, note_repair, splits)
+from pipeline_lib.ingest.lines import (MAX_LINE_BYTES, PATH, SNIFF_BYTES, TEXTS, Fault,
+                                       check_encoding, normalize, note_repair, open_input, splits)
 from pipeline_lib.ingest.markup import Doc, Seg, align, control_reference
 from pipeline_lib.schema import Rejected, Sentence
 
@@ -57,6 +59,7 @@ class _Collector:
         self.seg: Seg | None = None
         self.parts: list[str] = []
         self.open: list[tuple[str, int]] = []    # (element, line) not closed yet
+        self.chars = 0                            # text of the open segment so far
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         line = self.parser.CurrentLineNumber
@@ -70,7 +73,7 @@ class _Collector:
             else:
                 self.refs.setdefault(attrs.get("translator", ""), []).append(self.side)
         elif name == "seg" and self.side is not None:
-            self.seg, self.parts = Seg(attrs.get("id"), "", line), []
+            self.seg, self.parts, self.chars = Seg(attrs.get("id"), "", line), [], 0
 
     def end(self, name: str) -> None:
         self.open.pop()
@@ -79,7 +82,7 @@ class _Collector:
             if "\ufeff" in raw:
                 note_repair(IngestRepair.STRAY_BOM, raw.count("\ufeff"))
                 raw = raw.replace("\ufeff", "")
-            if control_reference(raw):
+            if self.seg.fault is None and control_reference(raw):
                 self.seg.fault = Fault(IngestReason.CONTROL_CHARACTER, self.seg.line)
             self.seg.text = normalize(raw)
             self.side.segs.append(self.seg)
@@ -88,8 +91,20 @@ class _Collector:
             self.side = None
 
     def text(self, data: str) -> None:
-        if self.seg is not None:
+        if self.seg is None:
+            return
+        self.chars += len(data)
+        if self.chars <= MAX_LINE_BYTES:
             self.parts.append(data)
+        elif self.seg.fault is None:
+            self.seg.fault = Fault(IngestReason.TOO_LONG, self.seg.line)
+
+    def unexpanded(self, *_: object) -> int:
+        """An entity expat skips (external or undefined under an external DTD): its text is not
+        in the segment, so the segment is not the translation's text."""
+        if self.seg is not None and self.seg.fault is None:
+            self.seg.fault = Fault(IngestReason.UNRESOLVED_ENTITY, self.parser.CurrentLineNumber)
+        return 1
 
 
 def parse(path: str) -> tuple[list[Doc], dict[str, list[Doc]]]:
@@ -98,8 +113,10 @@ def parse(path: str) -> tuple[list[Doc], dict[str, list[Doc]]]:
     c = _Collector(path, parser)
     parser.StartElementHandler, parser.EndElementHandler = c.start, c.end
     parser.CharacterDataHandler = c.text
+    parser.ExternalEntityRefHandler = c.unexpanded
+    parser.SkippedEntityHandler = c.unexpanded
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             check_encoding(path, f.read(SNIFF_BYTES))
             f.seek(0)
             parser.ParseFile(f)

@@ -52,6 +52,7 @@ def _config(splits: dict, **overrides) -> dict:
     return {
         "results_dir": "results", "src_lang": "es", "tgt_lang": "en",
         "corpora": {"tiny": {"reader": "plaintext", "splits": splits}},
+        "hygiene": {"enabled": False},   # 30 distinct pairs repeated: deduplication would keep 30
         "bpe": {"vocab_size": 100},             # no DBSA job: nothing is parsed
         "models": ["transformer"],
         "model_presets": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,

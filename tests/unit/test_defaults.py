@@ -36,6 +36,7 @@ DATACLASSES = {
     "pipeline_lib.preprocess.bpe:BpeConfig": ("bpe", {}),
     "pipeline_lib.parse.dependencies:ParseSettings": ("parse", {}),
     "pipeline_lib.ingest:Limits": ("ingest", {}),
+    "pipeline_lib.ingest.hygiene:HygieneConfig": ("hygiene", {}),
 }
 #: TrainConfig keys set per job by the plan, not by the train section
 JOB_LEVEL = {"init_from", "freeze", "aux_ratio"}

@@ -18,11 +18,15 @@ rule ingest_corpus:
         # the corpus's config entry as one JSON argument (also a rerun trigger)
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
         max_line_chars=config["ingest"]["max_line_chars"],
+        hygiene=json.dumps(config["hygiene"], sort_keys=True),
+        src_lang=config["src_lang"],
+        tgt_lang=config["tgt_lang"],
         code=lambda wc: plan.ingest_code(wc.corpus),
     priority: 10   # ahead of stanza: see train.smk
     conda:
         "../../envs/ingest.yaml"
     shell:
         "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --spec {params.spec:q}"
-        " --max-line-chars {params.max_line_chars}"
+        " --max-line-chars {params.max_line_chars} --hygiene {params.hygiene:q}"
+        " --src-lang {params.src_lang} --tgt-lang {params.tgt_lang}"
         " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"
