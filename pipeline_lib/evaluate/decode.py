@@ -85,7 +85,7 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
         batch = source_batch(sents)
         batch.extra.update(inputs.documents.collate(
             [documents[d][a:b] for d, a, b in group],
-            [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)]))
+            [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)], sents))
         found = iter(search(model, batch.to(device), cfg))
         for d, a, b in group:
             for i in range(a, b):

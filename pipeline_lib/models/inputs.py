@@ -291,10 +291,11 @@ class DocumentRule(ABC):
     max_sentences: int
 
     @abstractmethod
-    def collate(self, documents: Sequence[Sequence[Sequence[int]]],
-                doc_index: Sequence[int]) -> dict[str, torch.Tensor]:
-        """``Batch.extra`` entries for N documents (sentences as ids without EOS) and the (B,)
-        document of each batch row."""
+    def collate(self, documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequence[int],
+                queries: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
+        """``Batch.extra`` entries for N documents (sentences as ids without EOS), the (B,)
+        document of each batch row and, when given, each row's own sentence (so that a model
+        may encode a sentence that is also in the row's document once)."""
 
 
 class Phase(str, Enum):
