@@ -32,7 +32,7 @@ from pipeline_lib.models.transformer import EncoderOut
 from pipeline_lib.preprocess.noise import split_document
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.training.data import (collate, collate_documents, collate_stream, prepare,
-                                        stream_lanes)
+                                        stream_batches)
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze, init_from_checkpoint
 
@@ -127,8 +127,7 @@ def make_case(variant: Variant, seed: int = 0, dropout: float = 0.0) -> Case:
     if inputs.mode is DataMode.CONTEXT:
         inputs.add_context(docs, SEED)
     if inputs.mode is DataMode.STREAM:
-        lanes = stream_lanes(docs, max_tokens=10 ** 6)
-        batches = [collate_stream(lanes, t) for t in range(max(len(lane) for lane in lanes))]
+        batches = [collate_stream(b) for b in stream_batches(docs, max_tokens=10 ** 6)]
     else:
         batches = [collate_units(inputs, units(inputs, docs))]
     return Case(variant, model, inputs, docs, batches)
