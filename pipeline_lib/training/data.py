@@ -153,15 +153,66 @@ def work_units(files: list[Path], num_streams: int, whole_files: bool = False) -
     return [WorkUnit(p, g, k, nparts, -(-n // nparts)) for p, g, n in groups for k in range(nparts)]
 
 
-def read_unit(unit: WorkUnit, with_heads: bool) -> list[dict]:
-    """Rows of a row-group work unit as dicts (only the columns batching needs)."""
-    pf = pq.ParquetFile(unit.path)
-    try:
-        cols = _columns(pf, with_heads)
-    except ValueError as e:
-        raise ValueError(f"{unit.path}: {e}") from None
-    rows = pf.read_row_group(unit.row_group, columns=cols).to_pylist()
-    return rows[unit.part :: unit.nparts]
+@dataclass
+class Columns:
+    """Sentence rows as flat arrays in the Arrow list layout (side ``s`` of row i is
+    ``values[offsets[i]:offsets[i + 1]]``), so that bucketing and collation are array
+    operations, never a Python object per row (what the loader's time went to: ``to_pylist``
+    and a tensor per row). ``tag``: the piece a tagged model puts before row i's sentences."""
+
+    sides: dict[str, tuple[np.ndarray, np.ndarray]]      # src_ids, tgt_ids, [src|tgt]_heads
+    valid: dict[str, np.ndarray]                         # heads: False where the row has none
+    doc_id: np.ndarray
+    sent_idx: np.ndarray
+    tag: np.ndarray | None
+
+    def lengths(self, side: str) -> np.ndarray:
+        return np.diff(self.sides[side][1])
+
+    def gather(self, side: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of rows ``idx`` of ``side`` concatenated, and their lengths."""
+        values, offsets = self.sides[side]
+        starts, lens = offsets[idx], offsets[idx + 1] - offsets[idx]
+        ends = np.cumsum(lens)
+        return values[np.arange(int(ends[-1]) if len(ends) else 0)
+                      + np.repeat(starts - (ends - lens), lens)], lens
+
+
+def read_columns(units: Sequence[WorkUnit], with_heads: bool, inputs: ModelInputs) -> Columns:
+    """The rows of row-group work units, in order, as :class:`Columns` (only the columns
+    batching needs); a tagged model's tag per row (restoration rows take its restoration tag)."""
+    import pyarrow as pa
+
+    tables = []
+    for unit in units:
+        pf = pq.ParquetFile(unit.path)
+        try:
+            cols = _columns(pf, with_heads)
+        except ValueError as e:
+            raise ValueError(f"{unit.path}: {e}") from None
+        t = pf.read_row_group(unit.row_group, columns=cols)
+        tables.append(t.take(np.arange(unit.part, t.num_rows, unit.nparts)) if unit.nparts > 1 else t)
+    table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+    sides, valid = {}, {}
+    for name in ("src_ids", "tgt_ids", *(_HEAD_COLUMNS if with_heads else ())):
+        if name not in table.column_names:
+            continue
+        arr = table.column(name).combine_chunks()
+        if isinstance(arr, pa.ChunkedArray):   # an empty table
+            arr = pa.array([], arr.type)
+        sides[name] = (arr.values.to_numpy(zero_copy_only=False).astype(np.int64),
+                       arr.offsets.to_numpy().astype(np.int64))
+        valid[name] = arr.is_valid().to_numpy(zero_copy_only=False)
+    n = table.num_rows
+    tag = None
+    if inputs.tag is not None or inputs.restore_tag is not None:
+        restore = (table.column(_RESTORE_COLUMN).is_valid().to_numpy(zero_copy_only=False)
+                   if _RESTORE_COLUMN in table.column_names else np.zeros(n, bool))
+        tag = np.where(restore, -1 if inputs.restore_tag is None else inputs.restore_tag,
+                       -1 if inputs.tag is None else inputs.tag)
+    column = lambda c: (table.column(c).to_numpy(zero_copy_only=False)   # noqa: E731
+                        if c in table.column_names else np.full(n, None, object))
+    return Columns(sides, valid, column("doc_id"), column("sent_idx"), tag)
 
 
 def _columns(pf: pq.ParquetFile, with_heads: bool) -> list[str]:
@@ -253,29 +304,89 @@ def pack_by_tokens(rows: list[dict], max_tokens: int,
     return batches
 
 
+def pack_columns(cols: Columns, max_tokens: int, max_len: int) -> list[np.ndarray]:
+    """:func:`pack_by_tokens` on :class:`Columns`: the usable rows (as :func:`_usable` says,
+    tags included) sorted by (tokens, source length), stably, and cut into batches of row
+    indices whose tokens sum to at most ``max_tokens``."""
+    tagged = 0 if cols.tag is None else (cols.tag >= 0).astype(np.int64)
+    src, tgt = cols.lengths("src_ids") + tagged, cols.lengths("tgt_ids") + tagged
+    row = np.maximum(src, tgt) + 1
+    usable = np.flatnonzero((src > 0) & (tgt > 0) & (row <= max_len))
+    order = usable[np.lexsort((src[usable], row[usable]))]
+    batches, first, tokens = [], 0, 0
+    for k, n in enumerate(row[order].tolist()):
+        if k > first and tokens + n > max_tokens:
+            batches.append(order[first:k])
+            first, tokens = k, 0
+        tokens += n
+    if len(order) > first:
+        batches.append(order[first:])
+    return batches
+
+
+def collate_columns(cols: Columns, idx: np.ndarray, pad_multiple: int = 1,
+                    max_len: int | None = None) -> Batch:
+    """Rows ``idx`` of :class:`Columns` -> the ``Batch`` :func:`collate` builds from them as dict
+    rows (tags, EOS/BOS, heads aligned, lengths rounded up to ``pad_multiple``)."""
+    B = len(idx)
+    tag = None if cols.tag is None else cols.tag[idx]
+    has = np.zeros(B, np.int64) if tag is None else (tag >= 0).astype(np.int64)
+    rows = np.arange(B)
+    src_ids, src_len = cols.gather("src_ids", idx)
+    tgt_ids, tgt_len = cols.gather("tgt_ids", idx)
+    S = _round_up(int((src_len + has).max()) + 1, pad_multiple, max_len)
+    T = _round_up(int((tgt_len + has).max()) + 1, pad_multiple, max_len)
+    src = _fill(src_ids, src_len, PAD_ID, has, S)
+    src[rows, has + src_len] = EOS_ID
+    tgt_in = _fill(tgt_ids, tgt_len, PAD_ID, 1 + has, T)
+    tgt_in[:, 0] = BOS_ID
+    tgt_out = _fill(tgt_ids, tgt_len, PAD_ID, has, T)
+    tgt_out[rows, has + tgt_len] = EOS_ID
+    if tag is not None:
+        tagged = has.astype(bool)
+        for x, col in ((src, 0), (tgt_in, 1), (tgt_out, 0)):
+            x[tagged, col] = tag[tagged]
+    b = Batch(src=torch.from_numpy(src), tgt_in=torch.from_numpy(tgt_in),
+              tgt_out=torch.from_numpy(tgt_out), doc_id=cols.doc_id[idx].tolist(),
+              sent_idx=cols.sent_idx[idx].tolist())
+    for side, width, start in (("src_heads", S, 0), ("tgt_heads", T, 1)):
+        if side in cols.sides and cols.valid[side][idx].any():
+            heads, n = cols.gather(side, idx)
+            setattr(b, side, torch.from_numpy(_fill(heads, n, NO_HEAD, start, width)))
+    return b
+
+
 def _round_up(n: int, multiple: int, limit: int | None) -> int:
     """``n`` rounded up to ``multiple``, but not past ``limit`` (the model's positions)."""
     r = -(-n // multiple) * multiple
     return r if limit is None else max(n, min(r, limit))
 
 
+def _fill(flat: np.ndarray, lengths: np.ndarray, value: int, start: np.ndarray | int,
+          width: int) -> np.ndarray:
+    """(B, width) array, row b holding ``lengths[b]`` ids of ``flat`` (rows concatenated) from
+    column ``start`` (per row, or one for all) on, ``value`` elsewhere: one numpy fill for the
+    whole batch. A tensor per row (``torch.as_tensor`` 3 x B times per batch) was the collate's
+    cost on a GPU host, where the loop waits for it."""
+    out = np.full((len(lengths), width), value, dtype=np.int64)
+    start = np.broadcast_to(np.asarray(start, np.int64), lengths.shape)[:, None]
+    cols = np.arange(width)
+    out[(cols >= start) & (cols < start + lengths[:, None])] = flat      # row-major order
+    return out
+
+
 def padded(seqs: Sequence[Sequence[int]], value: int = PAD_ID, before: int | None = None,
            after: int | None = None, width: int | None = None, multiple: int = 1,
            limit: int | None = None) -> torch.Tensor:
     """(B, W) long tensor whose row b is ``[before] + seqs[b] + [after]`` right-padded with
-    ``value``; W = ``width``, or the longest row rounded up to ``multiple`` (not past ``limit``).
-
-    One numpy fill for the whole batch: a tensor per row (``torch.as_tensor`` 3 x B times per
-    batch) was the collate's cost on a GPU host, where the loop waits for it."""
+    ``value``; W = ``width``, or the longest row rounded up to ``multiple`` (not past ``limit``)."""
     lengths = np.fromiter((len(s) for s in seqs), np.int64, len(seqs))
+    flat = np.fromiter(itertools.chain.from_iterable(seqs), np.int64, int(lengths.sum()))
     lead = int(before is not None)
     if width is None:
         width = _round_up(int(lengths.max(initial=0)) + lead + int(after is not None), multiple,
                           limit)
-    out = np.full((len(seqs), width), value, dtype=np.int64)
-    cols = np.arange(width)
-    body = (cols >= lead) & (cols < (lead + lengths)[:, None])            # (B, W), row-major
-    out[body] = np.fromiter(itertools.chain.from_iterable(seqs), np.int64, int(lengths.sum()))
+    out = _fill(flat, lengths, value, lead, width)
     if before is not None:
         out[:, 0] = before
     if after is not None:
@@ -374,29 +485,34 @@ def stream_batches(docs: list[list[dict]], max_tokens: int) -> list[StreamBatch]
     lengths = [_row_len(r) for d in docs for r in d]
     per_batch = max_tokens / (sum(lengths) / len(lengths))
     P = max(1, min(len(docs), round(LANE_CHOICE * per_batch)))
-    lanes: list[list[tuple[bool, dict, int]]] = [[] for _ in range(P)]
+    lanes: list[list[tuple[bool, dict]]] = [[] for _ in range(P)]
+    sizes: list[list[int]] = [[] for _ in range(P)]
     for d in docs:
-        lane = min(lanes, key=len)
-        lane.extend((i == 0, r, _row_len(r)) for i, r in enumerate(d))
-    head = [0] * P
+        k = min(range(P), key=lambda j: (len(lanes[j]), j))
+        lanes[k].extend((i == 0, r) for i, r in enumerate(d))
+        sizes[k].extend(_row_len(r) for r in d)
+    head = np.zeros(P, np.int64)
+    left = np.array([len(lane) for lane in lanes], np.int64)          # sentences left per lane
+    width = np.array([n[0] if n else 0 for n in sizes], np.int64)     # tokens of each next row
+    ids = np.arange(P)
     out: list[StreamBatch] = []
-    while True:
-        live = [k for k in range(P) if head[k] < len(lanes[k])]
-        if not live:
-            return out
-        anchor = max(live, key=lambda k: (len(lanes[k]) - head[k], -k))
-        width = lanes[anchor][head[anchor]][2]
-        chosen, tokens = [anchor], width
-        for k in sorted((k for k in live if k != anchor),
-                        key=lambda k: (abs(lanes[k][head[k]][2] - width), head[k] - len(lanes[k]), k)):
-            n = lanes[k][head[k]][2]
-            if tokens + n <= max_tokens:
+    while left.any():
+        anchor = int(np.argmax(left))                 # the most left; the lowest index on ties
+        live = ids[left > 0]
+        # the anchor first (distance 0, most left, lowest index), then by closeness in length
+        order = live[np.lexsort((live, -left[live], np.abs(width[live] - width[anchor])))]
+        chosen, tokens = [], 0
+        for k, n in zip(order.tolist(), width[order].tolist()):
+            if not chosen or tokens + n <= max_tokens:
                 chosen.append(k)
                 tokens += n
         chosen.sort()
-        out.append(StreamBatch(P, [(k, lanes[k][head[k]][0], lanes[k][head[k]][1]) for k in chosen]))
+        out.append(StreamBatch(P, [(k, *lanes[k][head[k]]) for k in chosen]))
         for k in chosen:
             head[k] += 1
+            left[k] -= 1
+            width[k] = sizes[k][head[k]] if left[k] else 0
+    return out
 
 
 #: Open batches a sub-document may join (the last ones: they hold sub-documents of its width).
@@ -440,7 +556,7 @@ def _subdocuments(docs: list[list[dict]], max_sentences: int) -> list[list[dict]
     return [d[a:b] for d in docs for a, b in split_document(len(d), max_sentences)]
 
 
-Planned = Any    # a batch before collation: rows, sub-documents or a StreamBatch
+Planned = Any    # a batch before collation: (Columns, row indices), rows, sub-documents or a StreamBatch
 
 
 class ShardStream(IterableDataset):
@@ -491,12 +607,10 @@ class ShardStream(IterableDataset):
         """The batches of one chunk, in training order."""
         cfg, mode = self.cfg, self.cfg.inputs.mode
         if mode is DataMode.SENTENCE:
-            rows = [r for u in chunk for r in (prepare(x, cfg.inputs)
-                                               for x in read_unit(u, cfg.with_heads))
-                    if _usable(r, cfg.max_len)]
-            batches = pack_by_tokens(rows, cfg.max_tokens)
+            cols = read_columns(chunk, cfg.with_heads, cfg.inputs)
+            batches = pack_columns(cols, cfg.max_tokens, cfg.max_len)
             rng.shuffle(batches)
-            return batches
+            return [(cols, idx) for idx in batches]
         docs = [d for u in chunk for d in _document_rows(read_documents(u, cfg.with_heads), cfg)]
         if mode is DataMode.STREAM:
             rng.shuffle(docs)
@@ -516,6 +630,8 @@ class ShardStream(IterableDataset):
             return collate_stream(planned, **pad)
         if cfg.inputs.mode is DataMode.DOCUMENT:
             return collate_documents(planned, cfg.inputs, **pad)
+        if cfg.inputs.mode is DataMode.SENTENCE:
+            return collate_columns(*planned, **pad)
         return collate(planned, cfg.inputs, **pad)
 
     def chunks(self, start_epoch: int, worker: int = 0, workers: int = 1
@@ -618,13 +734,8 @@ def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
                        max_context_tokens=max_context_tokens, pad_multiple=pad_multiple)
     pad = {"pad_multiple": pad_multiple, "max_len": max_len}
     if inputs.mode is DataMode.SENTENCE:
-        rows = []
-        for f in shard_files(directory):
-            pf = pq.ParquetFile(f)
-            for g in range(pf.metadata.num_row_groups):
-                rows.extend(r for r in (prepare(x, inputs) for x in read_unit(WorkUnit(str(f), g), False))
-                            if _usable(r, max_len))
-        return [collate(b, **pad) for b in pack_by_tokens(rows, max_tokens)]
+        cols = read_columns(work_units(shard_files(directory), 1), False, inputs)
+        return [collate_columns(cols, idx, **pad) for idx in pack_columns(cols, max_tokens, max_len)]
     docs: list[list[dict]] = []
     for f in shard_files(directory):
         for d in read_documents(WorkUnit(str(f), -1), False):

@@ -523,3 +523,34 @@ def test_vectorised_collate_is_the_row_by_row_layout():
     assert torch.equal(r8.src[:, :b.src.size(1)], b.src) and not r8.src[:, b.src.size(1):].any()
     assert r8.src_heads.shape == r8.src.shape and r8.tgt_out.shape == r8.tgt_in.shape
     assert collate(rows, pad_multiple=8, max_len=b.src.size(1)).src.size(1) == b.src.size(1)
+
+
+def test_columnar_sentence_batches_are_the_row_by_row_ones(corpus, doc_corpus):
+    """Sentence batches are built from Arrow's flat arrays (no dict or tensor per row): the
+    same batches, row for row and tensor for tensor, as tagging, filtering, sorting and
+    collating dict rows, with heads (some rows without a parse) and with tags (restoration rows
+    take the restoration tag)."""
+    from pipeline_lib.training.data import (_usable, collate, collate_columns, pack_by_tokens,
+                                            pack_columns, prepare, read_columns, shard_files,
+                                            work_units)
+    from pipeline_lib.models.inputs import ModelInputs
+
+    doc_dir, restore_dir, spm_model = doc_corpus
+    tagged = _inputs("crosstask", spm_model, max_sentences=3).sentence_batches()
+    for shards, inputs, heads in ((corpus[0], ModelInputs(heads=True), True),
+                                  (doc_dir, tagged, False), (restore_dir, tagged, False)):
+        cols = read_columns(work_units(shard_files(shards), 1), heads, inputs)
+        names = set(pq.read_schema(shard_files(shards)[0]).names)
+        wanted = [c for c in ("doc_id", "sent_idx", "src_ids", "tgt_ids", "ctx_ids") if c in names]
+        wanted += ["src_heads", "tgt_heads"] if heads else []
+        rows = [prepare(r, inputs) for f in shard_files(shards)
+                for r in pq.read_table(f, columns=wanted).to_pylist()]
+        want = [collate([r for r in b], inputs) for b in
+                pack_by_tokens([r for r in rows if _usable(r, 40)], 150)]
+        got = [collate_columns(cols, idx) for idx in pack_columns(cols, 150, 40)]
+        assert len(got) == len(want) > 3
+        for g, w in zip(got, want):
+            assert g.doc_id == w.doc_id and g.sent_idx == w.sent_idx
+            for f in ("src", "tgt_in", "tgt_out", "src_heads", "tgt_heads"):
+                x, y = getattr(g, f), getattr(w, f)
+                assert (x is None and y is None) or torch.equal(x, y), f
