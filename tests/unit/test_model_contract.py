@@ -295,6 +295,26 @@ def test_padding_to_a_multiple_changes_no_loss_and_no_hypothesis(variant):
         assert [h.score for h in x] == pytest.approx([h.score for h in y], abs=1e-4)
 
 
+@pytest.mark.parametrize("nbest", [1, 3])
+def test_fixed_shape_beam_search_gives_the_same_hypotheses(case, nbest):
+    """Beam search in fixed shapes (buffers of every position, finished sentences kept unread:
+    what is replayed as a CUDA graph on a GPU) finds what the shrinking search finds."""
+    cfg = BeamConfig(beam=3, nbest=nbest, max_len_b=4)
+    found = []
+    for static in (False, True):
+        c = replace(cfg, static=static)
+        if case.inputs.in_document_order:
+            docs = [[r["src_ids"] for r in d] for d in case.docs]
+            found.append([h for d in translate_documents(case.model, docs, c) for h in d])
+        else:
+            found.append(beam_search(case.model, case.probe, c))
+    assert len(found[0]) == len(found[1]) == case.probe.src.size(0) * (
+        len(case.batches) if case.inputs.in_document_order else 1)
+    for a, b in zip(*found):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+
+
 #: aten ops that read a tensor's values back to the host (or whose output's shape depends on
 #: them): on a GPU each makes the step wait for all the work queued before it.
 HOST_READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.nonzero.default,
