@@ -161,7 +161,13 @@ def main() -> None:
     trainer.run()
     if profiler is not None:
         sort = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
-        print(profiler.key_averages().table(sort_by=sort, row_limit=25))
+        events = profiler.key_averages()
+        print(events.table(sort_by=sort, row_limit=25))
+        total = sum(e.self_cpu_time_total for e in events)
+        for e in sorted((e for e in events if e.key.startswith("trainer.")),
+                        key=lambda e: -e.cpu_time_total):
+            print(f"{e.key:22s} {e.cpu_time_total / 1e6:8.2f} s CPU total "
+                  f"({100 * e.cpu_time_total / total:5.1f} % of the profiled time)")
     timed = rates[1:] or rates
     tr, up = statistics.median(r[0] for r in timed), statistics.median(r[1] for r in timed)
     ratio = statistics.median(t / u for t, u in timed)
