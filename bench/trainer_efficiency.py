@@ -15,7 +15,9 @@ first pass that meets their shapes, untimed, then a timed one; ``--warm-pass`` s
 so machine load that drifts hits both alike;
 the trainer's clock runs from the start of a round's first update to the start of the next
 round's (everything the loop does in between, reading and collating batches included) and stops
-while the update runs. The first round is a warm-up for both and not counted.
+while the update runs. The first round is a warm-up for both and not counted. ``--clock cpu``
+counts this process's CPU time instead of wall time: on a CPU shared with other jobs, their load
+then slows neither side (with 0 workers every part of the loop runs in this process).
 
 Prints per round the trainer's and the update's target tokens/s, then the medians and, last, the
 ratio trainer / update (1.0 = the loop costs nothing beyond its update; the goal is >= 0.9).
@@ -54,9 +56,10 @@ SHARDS = ROOT / "results" / "make_shards" / "bible"
 
 class Recorder:
     """Wraps a trainer's ``next_batch`` and ``step``: keeps every batch it draws and the time
-    each update starts, and runs ``between(k)`` before update ``k`` starts its clock."""
+    each update starts (on ``clock``), and runs ``between(k)`` before update ``k`` starts its
+    clock."""
 
-    def __init__(self, trainer: Trainer, between) -> None:
+    def __init__(self, trainer: Trainer, between, clock) -> None:
         self.batches: list[Batch] = []
         self.starts: list[float] = []
         self.between = between
@@ -69,7 +72,7 @@ class Recorder:
 
         def timed_step(window) -> None:
             self.between(len(self.starts))
-            self.starts.append(time.perf_counter())
+            self.starts.append(clock())
             step(window)
 
         trainer.next_batch, trainer.step = recording_next_batch, timed_step
@@ -99,12 +102,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
     ap.add_argument("--profile", type=int, default=0, help="profile N more trainer updates")
     ap.add_argument("--extras", default="{}", help="model extras as JSON")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: this process's CPU time (CPU devices; a machine shared with other "
+                         "jobs then slows neither side, and 0 workers keep all loading in it)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
     preset = yaml.safe_load(Path(a.config).read_text())["model_presets"][a.preset]
     model = {**preset, "name": a.model, "extras": json.loads(a.extras)}
+    if a.clock == "cpu" and (device == "cuda" or a.num_workers):
+        raise SystemExit("--clock cpu: a CPU device and 0 workers (their time is elsewhere)")
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     per_round = a.updates // a.rounds
     total = per_round * a.rounds + a.profile
     tcfg = TrainConfig(max_tokens=a.max_tokens, max_steps=total, warmup=4000, lr=1e-4,
@@ -126,7 +135,7 @@ def main() -> None:
         if k == 0 or k % per_round or k > per_round * a.rounds:
             return
         r = k // per_round - 1
-        trainer_s = time.perf_counter() - rec.starts[r * per_round]   # updates r*per_round..k-1
+        trainer_s = clock() - rec.starts[r * per_round]   # updates r*per_round..k-1
         batches = rec.batches[r * per_round:k]
         n = tokens(batches)
         on_dev = [b.to(dev) for b in batches]
@@ -136,7 +145,13 @@ def main() -> None:
         if a.warm_pass if a.warm_pass is not None else dev.type == "cuda":
             for b in on_dev:                                       # first sight of the shapes
                 upd.update(b)
-        rate = upd.rate(on_dev, len(on_dev))
+        if dev.type == "cuda":
+            rate = upd.rate(on_dev, len(on_dev))
+        else:
+            t = clock()
+            for b in on_dev:
+                upd.update(b)
+            rate = n / (clock() - t)
         rates.append((n / trainer_s, rate))
         mem = ""
         if dev.type == "cuda":
@@ -148,7 +163,7 @@ def main() -> None:
         if k == per_round * a.rounds and a.profile:
             profiler = start_profiler(dev)
 
-    rec = Recorder(trainer, between)
+    rec = Recorder(trainer, between, clock)
     finish = trainer.finish
 
     def stop_then_finish(validated: bool) -> None:
