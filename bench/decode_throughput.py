@@ -7,6 +7,7 @@ emits EOS, so the synthetic figure is a worst case: every hypothesis runs to its
 
     .venv/bin/python bench/decode_throughput.py [--checkpoint DIR --shards DIR] [--preset tiny]
         [--sentences 256] [--device cpu|cuda] [--threads 2] [--reference ctranslate2 --rounds 3]
+        [--static auto|on|off|both]
 
 The last line printed is the headline figure: beam-4 sentences/s at batch size 64, or with
 ``--reference ctranslate2`` the ratio of target tokens/s ours / CTranslate2.
@@ -171,6 +172,9 @@ def main() -> None:
     ap.add_argument("--reference", choices=["ctranslate2"],
                     help="compare beam 4 at batch 64 with the same model in this engine")
     ap.add_argument("--rounds", type=int, default=3, help="timed passes of each (--reference)")
+    ap.add_argument("--static", choices=["auto", "on", "off", "both"], default="auto",
+                    help="beam search in fixed shapes, a CUDA graph per search on CUDA (auto: on "
+                         "CUDA); both: beam rows with it off and on")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, srcs = load(args)
@@ -181,13 +185,17 @@ def main() -> None:
         return
     timed(model, srcs[:8], BeamConfig(beam=4, batch_size=8), args.device)       # warm-up
     results = {}
-    for name, cfg, n in [("greedy bs64", BeamConfig(greedy=True, batch_size=64), len(srcs)),
-                         ("beam4 bs1", BeamConfig(beam=4, batch_size=1), min(len(srcs), 32)),
-                         ("beam4 bs64", BeamConfig(beam=4, batch_size=64), len(srcs))]:
+    statics = {"auto": [None], "on": [True], "off": [False], "both": [False, True]}[args.static]
+    runs = [("greedy bs64", BeamConfig(greedy=True, batch_size=64), len(srcs))]
+    for st in statics:
+        tag = "" if st is None else (" static" if st else " dynamic")
+        runs += [(f"beam4 bs1{tag}", BeamConfig(beam=4, batch_size=1, static=st), min(len(srcs), 32)),
+                 (f"beam4 bs64{tag}", BeamConfig(beam=4, batch_size=64, static=st), len(srcs))]
+    for name, cfg, n in runs:
         sent_s, tok_s = timed(model, srcs[:n], cfg, args.device)
         results[name] = sent_s
-        print(f"{name:12s} {n:5d} sentences  {sent_s:9.2f} sentences/s  {tok_s:10.1f} tokens/s")
-    print(f"beam4_bs64_sentences_per_s={results['beam4 bs64']:.2f}")
+        print(f"{name:20s} {n:5d} sentences  {sent_s:9.2f} sentences/s  {tok_s:10.1f} tokens/s")
+    print(f"beam4_bs64_sentences_per_s={results[[k for k in results if 'bs64' in k][-1]]:.2f}")
 
 
 if __name__ == "__main__":

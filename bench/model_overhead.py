@@ -30,6 +30,9 @@ for the model (document order with the cache's history, DocT/CAMN contexts, cros
 sub-documents); untrained models, so every hypothesis runs to its maximum length (a worst case,
 alike for all). Interleaved the same way; target tokens/s = hypothesis tokens per second.
 
+On CUDA it also prints each model's peak GPU memory per 1,000 batch tokens (the budget's
+tokens; its training updates on its batches, after the timing).
+
 Prints one line per measurement, then the table of ratios (model / baseline; 1.0 = no overhead;
 the goals, at most 15 % more time per target token in training and 30 % in decoding, are
 ratios >= 1/1.15 = 0.87 and >= 1/1.3 = 0.77).
@@ -78,10 +81,11 @@ def build(name: str, preset: dict, settings: dict, device: torch.device) -> torc
     return build_model(cfg).to(device)
 
 
-def read_batches(shards: Path, inputs: ModelInputs, n: int, max_tokens: int) -> list[Batch]:
+def read_batches(shards: Path, inputs: ModelInputs, n: int, max_tokens: int,
+                 pad_multiple: int = 1) -> list[Batch]:
     """The first ``n`` batches the trainer's loader gives for ``inputs``."""
-    it = TrainLoader(shards, LoaderConfig(max_tokens=max_tokens, seed=SEED, inputs=inputs)
-                     ).iterate(DataPosition(0, 0))
+    it = TrainLoader(shards, LoaderConfig(max_tokens=max_tokens, seed=SEED, inputs=inputs,
+                                          pad_multiple=pad_multiple)).iterate(DataPosition(0, 0))
     return [next(it)[1] for _ in range(n)]
 
 
@@ -91,10 +95,12 @@ def training_batches(model: torch.nn.Module, shards: Path, n: int, max_tokens: i
     takes its main stream's sentence batches and its aux stream's sub-document batches as its
     schedule says (here the same documents feed both streams)."""
     inputs = model.inputs(SPECIAL)
+    pad = 8 if device.type == "cuda" else 1     # the trainer's pad_multiple
     if inputs.mode is not DataMode.DOCUMENT:
-        return [b.to(device) for b in read_batches(shards, inputs, n, max_tokens)]
-    streams = {Phase.SENTENCE: iter(read_batches(shards, inputs.sentence_batches(), n, max_tokens)),
-               Phase.DOCUMENT: iter(read_batches(shards, inputs, n, max_tokens))}
+        return [b.to(device) for b in read_batches(shards, inputs, n, max_tokens, pad)]
+    streams = {Phase.SENTENCE: iter(read_batches(shards, inputs.sentence_batches(), n, max_tokens,
+                                                 pad)),
+               Phase.DOCUMENT: iter(read_batches(shards, inputs, n, max_tokens, pad))}
     return [next(streams[inputs.schedule(k, AUX_RATIO)]).to(device) for k in range(n)]
 
 
@@ -138,9 +144,9 @@ def _tokens(hyps: list[list[list]]) -> int:
     return sum(len(h[0].tokens) for doc in hyps for h in doc)
 
 
-def timed_decode(run: Callable[[], int]) -> float:
-    t = time.perf_counter()
-    return run() / (time.perf_counter() - t)
+def timed_decode(run: Callable[[], int], clock=time.perf_counter) -> float:
+    t = clock()
+    return run() / (clock() - t)
 
 
 def interleave(base: Callable[[], float], other: Callable[[], float], rounds: int
@@ -155,6 +161,22 @@ def interleave(base: Callable[[], float], other: Callable[[], float], rounds: in
         o.append(other())
     ratio = statistics.median(y / x for x, y in zip(b, o))
     return statistics.median(b), statistics.median(o), ratio
+
+
+def batch_tokens(batches: list[Batch]) -> float:
+    """Mean tokens per batch as the budget counts them (each row's longer side + 1)."""
+    return statistics.mean(int(torch.maximum(b.src.ne(0).sum(1), b.tgt_in.ne(0).sum(1)).sum())
+                           for b in batches)
+
+
+def peak_memory(upd: Updater, batches: list[Batch], device: torch.device) -> float:
+    """Peak GPU memory of ``upd``'s updates on ``batches``, MiB per 1,000 batch tokens (CUDA)."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    for b in batches:
+        upd.update(b)
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) / 2**20 / (batch_tokens(batches) / 1000)
 
 
 def two_step(model: torch.nn.Module) -> bool:
@@ -181,11 +203,14 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/docmt-bench-overhead"))
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: this process's CPU time (a CPU shared with other jobs)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device("cuda" if a.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if a.device == "auto" else a.device))
+    clock = time.process_time if a.clock == "cpu" and device.type == "cpu" else time.perf_counter
     config = yaml.safe_load(Path(a.config).read_text())
     preset, settings = config["model_presets"][a.preset], config.get("model_settings") or {}
     shards = a.work / f"rows{a.rows}-paired-heads"
@@ -196,6 +221,9 @@ def main() -> None:
     base_model = build(BASELINE, preset, settings, device).train()
     base = Updater(base_model, device, False)
     base_batches = training_batches(base_model, shards, a.steps, a.max_tokens, device)
+    if device.type == "cuda":
+        print(f"{BASELINE:10s} peak GPU memory: "
+              f"{peak_memory(base, base_batches, device):,.1f} MiB per 1,000 batch tokens")
     docs = decode_sources(shards, a.decode_docs, a.decode_sentences)
     # an untrained baseline of its own: the one above learns to end sentences early
     base_decode = decoder(build(BASELINE, preset, settings, device).eval(), docs, device)
@@ -210,20 +238,25 @@ def main() -> None:
                 apply_freeze(model, (SENTENCE_LEVEL,))
             batches = training_batches(model, shards, a.steps, a.max_tokens, device)
             upd = Updater(model, device, False)
-            b, o, ratio = interleave(lambda: base.rate(base_batches, a.steps),
-                                     lambda: upd.rate(batches, a.steps), a.rounds)
+            b, o, ratio = interleave(lambda: base.rate(base_batches, a.steps, clock),
+                                     lambda: upd.rate(batches, a.steps, clock), a.rounds)
             row[f"train {variant}"] = ratio
             print(f"{name:10s} train {variant:6s}: {o:8,.0f} vs baseline {b:8,.0f} target "
                   f"tokens/s, ratio {ratio:.2f}", flush=True)
+            if device.type == "cuda":
+                row[f"MiB/1k {variant}"] = peak_memory(upd, batches, device)
+                print(f"{name:10s} train {variant:6s}: peak GPU memory "
+                      f"{row[f'MiB/1k {variant}']:,.1f} MiB per 1,000 batch tokens", flush=True)
         if a.no_decode:
             continue
         run = decoder(build(name, preset, settings, device).eval(), docs, device)
-        b, o, ratio = interleave(lambda: timed_decode(base_decode), lambda: timed_decode(run),
-                                 a.rounds)
+        b, o, ratio = interleave(lambda: timed_decode(base_decode, clock),
+                                 lambda: timed_decode(run, clock), a.rounds)
         row["decode"] = ratio
         print(f"{name:10s} decode beam4 bs64: {o:8,.0f} vs baseline {b:8,.0f} target tokens/s, "
               f"ratio {ratio:.2f}", flush=True)
-    cols = ["train frozen", "train all", "decode"]
+    cols = ["train frozen", "train all", "decode"] + (
+        ["MiB/1k frozen", "MiB/1k all"] if device.type == "cuda" else [])
     print(f"\nratios model / {BASELINE} ({a.preset}, {device}): " + " | ".join(cols))
     for name, row in table.items():
         print(f"{name:10s} " + " | ".join(f"{row[c]:.2f}" if c in row else "-" for c in cols))

@@ -73,6 +73,8 @@ CKPT_FINAL = "final"    # what decoding and scoring read: the averaged checkpoin
 # --- Batch.extra keys shared by the data loader, the decoder and the models ---
 EXTRA_DOC_START = "doc_start"   # (B,) bool: row starts a new document (document-stream batches)
 EXTRA_DOC_SLOT = "doc_slot"     # (B,) long: document slot of each row (decode.translate_documents)
+EXTRA_LANE = "lane"             # (B,) long: document stream (lane) of each row (training streams)
+EXTRA_LANES = "lanes"           # int: lanes of the stream a training batch belongs to
 
 # --- scoring and report (score.py, discourse.py, report.py) ---
 ALL_TEST_SETS = "All"       # the concatenation of every test set in the results table

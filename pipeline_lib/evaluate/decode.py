@@ -85,7 +85,7 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
         batch = source_batch(sents)
         batch.extra.update(inputs.documents.collate(
             [documents[d][a:b] for d, a, b in group],
-            [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)]))
+            [n for n, (_, a, b) in enumerate(group) for _ in range(a, b)], sents))
         found = iter(search(model, batch.to(device), cfg))
         for d, a, b in group:
             for i in range(a, b):
@@ -101,32 +101,51 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
     return out
 
 
+#: Documents open side by side in document-order decoding, per sentence of a search: each
+#: search picks among them the next sentences of similar length.
+DOC_LANES = 4
+
+
 def translate_documents(model: torch.nn.Module, documents: Sequence[Sequence[Sequence[int]]],
                         cfg: BeamConfig, device: torch.device | str = "cpu",
                         progress: bool = False) -> list[list[list[Hypothesis]]]:
-    """Translate documents in sentence order, ``cfg.batch_size`` documents side by side.
+    """Translate documents in sentence order, up to ``cfg.batch_size`` sentences per search.
 
-    Before a group: ``model.start_documents(n)``. For sentence index i: one search over the
-    documents that still have an i-th sentence (their slots in ``batch.extra["doc_slot"]``, also
-    ``batch.sent_idx``), then ``model.finish_sentences(1-best ids, slots)``. Documents are grouped by
-    length so few slots idle. Returns hypotheses per document and sentence, in input order.
+    Documents (longest first) are decoded in groups of ``DOC_LANES`` x ``batch_size``, side by
+    side: before a group ``model.start_documents(n)``; then each search takes the next sentence
+    of the document with the most sentences left and the next sentences closest to it in
+    length (one per document, their slots in ``batch.extra["doc_slot"]``, also
+    ``batch.sent_idx``), then ``model.finish_sentences(1-best ids, slots)``. A document's
+    sentences go in order, each after the one before it was finished; similar lengths in a
+    search waste few beam steps (a search of the i-th sentences of fixed documents ran as long
+    as the longest of them), and documents drain together. Returns hypotheses per document and
+    sentence, in input order.
     """
     order = sorted(range(len(documents)), key=lambda d: -len(documents[d]))
     out: list[list[list[Hypothesis]]] = [[[] for _ in doc] for doc in documents]
-    for start in tqdm(range(0, len(order), cfg.batch_size), desc="translate", unit="group",
-                      disable=not progress):
-        group = order[start:start + cfg.batch_size]
+    size = DOC_LANES * cfg.batch_size
+    bar = tqdm(total=sum(map(len, documents)), desc="translate", unit="sentence",
+               disable=not progress)
+    for start in range(0, len(order), size):
+        group = [documents[d] for d in order[start:start + size]]
         model.start_documents(len(group))
-        for i in range(max(len(documents[d]) for d in group)):
-            slots = [s for s, d in enumerate(group) if len(documents[d]) > i]
-            batch = source_batch([documents[group[s]][i] for s in slots], device)
-            batch.doc_id = [str(group[s]) for s in slots]
-            batch.sent_idx = [i] * len(slots)
+        head = [0] * len(group)
+        while live := [s for s, doc in enumerate(group) if head[s] < len(doc)]:
+            anchor = max(live, key=lambda s: (len(group[s]) - head[s], -s))
+            width = len(group[anchor][head[anchor]])
+            slots = sorted(sorted(live, key=lambda s: (abs(len(group[s][head[s]]) - width),
+                                                       head[s] - len(group[s]), s))[:cfg.batch_size])
+            batch = source_batch([group[s][head[s]] for s in slots], device)
+            batch.doc_id = [str(order[start + s]) for s in slots]
+            batch.sent_idx = [head[s] for s in slots]
             batch.extra["doc_slot"] = torch.tensor(slots, dtype=torch.long, device=device)
             hyps = search(model, batch, cfg)
             model.finish_sentences([h[0].tokens for h in hyps], slots)
             for s, h in zip(slots, hyps):
-                out[group[s]][i] = h
+                out[order[start + s]][head[s]] = h
+                head[s] += 1
+            bar.update(len(slots))
+    bar.close()
     return out
 
 
@@ -264,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--nbest", type=int, default=d.nbest)
     p.add_argument("--greedy", action="store_true", help="arg-max search instead of beam search")
+    p.add_argument("--static", choices=["auto", "on", "off"], default="auto",
+                   help="beam search in fixed shapes, replayed as a CUDA graph (auto: on CUDA)")
     p.add_argument("--mode", choices=["auto", "sentence", "document"], default="auto",
                    help="auto: document mode iff the model needs the history of earlier sentences")
     p.add_argument("--unit", choices=["document", "sentence"], default="document",
@@ -275,7 +296,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     cfg = BeamConfig(beam=a.beam, lenpen=a.lenpen, max_len_a=a.max_len_a, max_len_b=a.max_len_b,
-                     batch_size=a.batch_size, nbest=a.nbest, greedy=a.greedy)
+                     batch_size=a.batch_size, nbest=a.nbest, greedy=a.greedy,
+                     static={"auto": None, "on": True, "off": False}[a.static])
     manifest = Manifest(stage="decode_test", params={**asdict(cfg), "mode": a.mode, "unit": a.unit,
                                                      "device": a.device})
     for path in (a.checkpoint, a.shards / "index.parquet", a.spm):

@@ -62,11 +62,14 @@ Data
 ----
 Training and validation (``forward``): ``batch.src`` (B, S), ``tgt_in`` (B, T), ``tgt_out``
 (B, T) as for the baseline, plus ``batch.extra["doc_start"]`` (B,) bool, True where row b's
-sentence is the first of its document. Batches are *document streams*: row b of consecutive
-batches holds consecutive sentences of the same document (a new document in row b starts with
-doc_start True), so the cache of row b carries over from one batch to the next. A change of B
-starts fresh streams (all rows empty). A missing ``doc_start`` is an error, not a sentence-level
-fallback. Training and evaluation keep separate caches, so a validation pass in the middle of
+sentence is the first of its document, ``batch.extra["lane"]`` (B,) long, the document stream
+(lane) of each row, and ``batch.extra["lanes"]`` (int), the number of lanes. Batches are
+*document streams*: a lane's rows in consecutive batches (not every batch has a row of every
+lane) hold consecutive sentences of one document (a new document in a lane starts with
+doc_start True), so the cache of each lane carries over from one batch to the next
+(pipeline_lib/training/data.py ``stream_batches``). A change of the number of lanes starts
+fresh streams. Without ``lane``, row b of consecutive batches is stream b (B streams). A
+missing ``doc_start`` is an error, not a sentence-level fallback. Training and evaluation keep separate caches, so a validation pass in the middle of
 training does not disturb the training streams.
 Decoding: ``pipeline_lib.evaluate.decode.translate_documents`` (``in_document_order``) calls
 ``start_documents(n)``, then per sentence index a search over a batch whose
@@ -105,7 +108,8 @@ import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, DataMode, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID
+from pipeline_lib.constants import (BOS_ID, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, EXTRA_LANE,
+                                    EXTRA_LANES, PAD_ID, DataMode)
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import LayerContext
@@ -385,10 +389,15 @@ class CacheTransformer(Transformer):
         if EXTRA_DOC_START not in batch.extra:
             raise ValueError("cache: batch.extra['doc_start'] is missing; the cache model trains on "
                              "document streams (see the Data section of pipeline_lib/models/cache.py)")
-        B = batch.src.size(0)
-        store = self._stream("train" if self.training else "eval", B, batch.src.device)
-        store.clear(batch.extra[EXTRA_DOC_START].bool())
-        rows = torch.arange(B, device=batch.src.device)
+        B, dev = batch.src.size(0), batch.src.device
+        lanes = batch.extra.get(EXTRA_LANE)
+        if lanes is None:                          # row b is stream b
+            rows, n = torch.arange(B, device=dev), B
+        else:                                      # row b is stream lane[b] of `lanes`
+            rows, n = lanes, int(batch.extra[EXTRA_LANES])
+        store = self._stream("train" if self.training else "eval", n, dev)
+        store.clear(torch.zeros(n, dtype=torch.bool, device=dev).index_put(
+            (rows,), batch.extra[EXTRA_DOC_START].bool()))
         enc = self.encode(batch)
         enc.extra.update({_CACHE: store, _ROWS: rows})
         logits, rec = self._decode_recording(batch.tgt_in, enc)

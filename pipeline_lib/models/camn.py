@@ -181,6 +181,14 @@ class ContextGate(nn.Module):
         return torch.sigmoid(self.w_g(torch.cat([h_source, h_context], dim=-1)))
 
 
+def _real_sums(h_source: torch.Tensor, src_mask: torch.Tensor, c: torch.Tensor,
+               mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums of the real source states (B, d) and of the real memory states (..., d) over their
+    words: the mean of M_raw over real word pairs (Eq. 14) is their product over the counts."""
+    return ((h_source * src_mask[..., None].to(h_source.dtype)).sum(-2),
+            (c * mask[..., None].to(c.dtype)).sum(-2))
+
+
 @register("camn")
 class CAMNTransformer(Transformer):
     """Transformer whose encoder output is gated with an inter-sentence memory read (Jiang et al.)."""
@@ -261,8 +269,8 @@ class CAMNTransformer(Transformer):
         if N == 1:
             return reads[:, 0]
         # Eq. 14-15: beta_n = softmax_n(mean of M_raw^n over real source x memory words).
-        real = (src_mask[:, None, :, None] & mask[:, :, None, :]).to(m_raw.dtype)  # (B, N, S, L)
-        mean_sim = (m_raw * real).sum((2, 3)) / real.sum((2, 3))          # (B, N)
+        mean_sim = torch.einsum("bd,bnd->bn", *_real_sums(h_source, src_mask, c, mask)) \
+            / (src_mask.sum(1)[:, None] * mask.sum(2)).to(m_raw.dtype)    # (B, N)
         present = tokens.ne(PAD_ID).any(dim=2)                            # (B, N) real sentences
         beta = masked_softmax(mean_sim, present)                          # Eq. 14: (B, N)
         return torch.einsum("bn,bnsd->bsd", beta, reads)                  # Eq. 15: (B, S, d)
@@ -271,19 +279,24 @@ class CAMNTransformer(Transformer):
                            tokens: torch.Tensor) -> torch.Tensor:
         """Sec. 4.3: every row reads one memory, the M context sentences of the whole batch
         (ids (M, L); empty slots are absent), each read with Eq. 10-13 and mixed by beta
-        (Eq. 14-15). The memory is encoded once and the (B, M, S, d) reads are never built:
-        beta scales the attention weights, then one product over (memory sentence, word)."""
-        B, S, _ = h_source.shape
+        (Eq. 14-15). The memory is encoded once, and the (B, M, S, d) reads are never built:
+        one product gives every similarity in the (B, S, M, L) layout the read needs, beta
+        scales the attention weights in place of the reads, then one product over (memory
+        sentence, word). Eq. 14's mean over real words is a product of sums (the similarity is
+        bilinear), so no (B, M, S, L) mask is built either."""
+        B, S, d = h_source.shape
         M, L = tokens.shape
         c, mask = self.encode_memory(tokens)                              # (M, L, d), (M, L)
-        m_raw = torch.einsum("bsd,mld->bmsl", h_source, c)               # Eq. 10: (B, M, S, L)
-        alpha = masked_softmax(m_raw, mask[None, :, None, :])             # Eq. 11-12
-        real = (src_mask[:, None, :, None] & mask[None, :, None, :]).to(m_raw.dtype)
-        mean_sim = (m_raw * real).sum((2, 3)) / real.sum((2, 3))          # (B, M)
+        c_flat = c.reshape(M * L, d)
+        m_raw = (h_source.reshape(B * S, d) @ c_flat.t()).view(B, S, M, L)  # Eq. 10
+        alpha = masked_softmax(m_raw, mask)                               # Eq. 11-12: over words
+        h_sum, c_sum = _real_sums(h_source, src_mask, c, mask)            # (B, d), (M, d)
+        mean_sim = (h_sum @ c_sum.t()) / (src_mask.sum(1)[:, None]
+                                          * mask.sum(1)[None, :]).to(h_sum.dtype)   # mean of Eq. 10
         present = tokens.ne(PAD_ID).any(dim=1)                            # (M,) real sentences
         beta = masked_softmax(mean_sim, present.expand(B, M))             # Eq. 14: (B, M)
-        weights = (beta[:, :, None, None] * alpha).permute(0, 2, 1, 3).reshape(B, S, M * L)
-        return weights @ c.reshape(M * L, -1)                             # Eq. 13 + 15: (B, S, d)
+        weights = (alpha * beta[:, None, :, None].to(alpha.dtype)).view(B, S, M * L)
+        return weights @ c_flat                                           # Eq. 13 + 15: (B, S, d)
 
     def encode(self, batch: Batch) -> EncoderOut:
         """Sentence encoder, then the gated memory read replaces the SOURCE_MEMORY states."""

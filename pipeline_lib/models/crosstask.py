@@ -70,6 +70,15 @@ absent, N must equal B and row b reads document b. Rows of the same sub-document
 ``doc_src``, in order. Built on the host with the tensors, so the model knows R without reading
 ``doc_src`` back from the device (a synchronisation every document batch); when absent the
 real sentences are found from ``doc_src``'s padding.
+``extra["doc_queries"]`` (Q,) long and ``extra["doc_state"]`` (B,) long, optional: the rows whose
+sentence is not one of their document's sentences (they are run through the global encoder as
+queries of their own), and for every row where its states are: index r < R into the real
+sentences of ``doc_src`` (in ``doc_rows`` order) of an identical sentence of its document, or
+R + q for its own query. A translation row's sentence is in its sub-document, and an identical
+sentence of the same document gets identical states in every global layer, so the global
+encoder runs each sentence of a batch once, not once as a document sentence and again as the
+current one (Q = 0; restoration rows at a CA-GSR gap keep their own query). Absent: every row
+is a query (Q = B).
 ``extra["doc_pos"]`` is not read (the current sentence is ``src``; see above).
 
 :func:`document_extra` builds these tensors from id lists. What goes into them:
@@ -146,19 +155,25 @@ from pipeline_lib.models.transformer import EncoderOut, Transformer
 DOC_SRC = "doc_src"             # batch.extra key: (N, D, L) sentences of the (sub-)documents
 DOC_INDEX = "doc_index"         # batch.extra key: (B,) document of each row (optional)
 DOC_ROWS = "doc_rows"           # batch.extra key: (R, 2) (document, sentence) of real sentences
+DOC_QUERIES = "doc_queries"     # batch.extra key: (Q,) rows encoded as queries of their own
+DOC_STATE = "doc_state"         # batch.extra key: (B,) row -> its states among the R + Q rows
 GLOBAL_MEMORY = "global"        # the stacked sentence vectors C of a row's document
 GLOBAL_ATTN = "global_attn"     # module/block name of the global context attention sub-layers
 NEW_MODULES = ("sent_repr", GLOBAL_ATTN, "global_norm", "global_gate")
 
 
 def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequence[int],
-                   prefix: Sequence[int] = (), device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+                   prefix: Sequence[int] = (), device: torch.device | str = "cpu",
+                   queries: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
     """``extra`` entries for a document-level batch (the "Data" layout).
 
     :param documents: N documents, each a list of sentences (ids without tag and EOS).
     :param doc_index: (B,) the document of each batch row.
     :param prefix: ids put before every sentence (the language tag).
-    :returns: ``{"doc_src": (N, D, L), "doc_index": (B,), "doc_rows": (R, 2)}`` long tensors.
+    :param queries: the B rows' own sentences, like ``documents``' (ids without ``prefix`` and
+        EOS): a row whose sentence is one of its document's reuses that sentence's states.
+    :returns: ``{"doc_src": (N, D, L), "doc_index": (B,), "doc_rows": (R, 2)}`` long tensors,
+        with ``queries`` also ``"doc_queries"`` (Q,) and ``"doc_state"`` (B,).
     """
     if not documents or any(len(d) == 0 for d in documents):
         raise ValueError("crosstask: every document needs at least one sentence")
@@ -174,7 +189,32 @@ def document_extra(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequ
     index = torch.tensor(list(doc_index), dtype=torch.long)
     rows = torch.tensor([(n, j) for n, d in enumerate(sents) for j in range(len(d))],
                         dtype=torch.long)
-    return {DOC_SRC: doc.to(device), DOC_INDEX: index.to(device), DOC_ROWS: rows.to(device)}
+    out = {DOC_SRC: doc, DOC_INDEX: index, DOC_ROWS: rows}
+    if queries is not None:
+        out.update(_reused_states(documents, doc_index, queries))
+    return {k: v.to(device) for k, v in out.items()}
+
+
+def _reused_states(documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequence[int],
+                   queries: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """``doc_queries`` / ``doc_state`` (the "Data" section): each row's states are those of the
+    first identical sentence of its document, else of a query row of its own."""
+    seen: list[dict[tuple[int, ...], int]] = []     # per document: sentence -> its row r
+    R = 0
+    for d in documents:
+        seen.append({})
+        for j, s in enumerate(d):
+            seen[-1].setdefault(tuple(s), R + j)
+        R += len(d)
+    own, state = [], []
+    for b, (n, q) in enumerate(zip(doc_index, queries)):
+        r = seen[n].get(tuple(q))
+        if r is None:
+            r = R + len(own)
+            own.append(b)
+        state.append(r)
+    return {DOC_QUERIES: torch.tensor(own, dtype=torch.long),
+            DOC_STATE: torch.tensor(state, dtype=torch.long)}
 
 
 @dataclass(frozen=True)
@@ -183,9 +223,9 @@ class SubDocuments(DocumentRule):
 
     max_sentences: int
 
-    def collate(self, documents: Sequence[Sequence[Sequence[int]]],
-                doc_index: Sequence[int]) -> dict[str, torch.Tensor]:
-        return document_extra(documents, doc_index)
+    def collate(self, documents: Sequence[Sequence[Sequence[int]]], doc_index: Sequence[int],
+                queries: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
+        return document_extra(documents, doc_index, queries=queries)
 
 
 @dataclass(frozen=True)
@@ -284,14 +324,20 @@ class CrossTaskTransformer(Transformer):
             real = sent_mask.view(-1).nonzero().squeeze(1)                # (R,) flat n*D + j
         else:
             real = rows[:, 0] * D + rows[:, 1]                            # (R,) flat n*D + j
+        state = batch.extra.get(DOC_STATE)
+        if state is None:                                                 # every row a query
+            q_src, q_doc = batch.src, index
+        else:
+            queries = batch.extra[DOC_QUERIES]                            # (Q,)
+            q_src, q_doc = batch.src.index_select(0, queries), index.index_select(0, queries)
         R, W = real.numel(), max(L, S)
-        # Word-level rows: the R document sentences, then the B current sentences (queries only).
+        # Word-level rows: the R document sentences, then the Q query sentences of their own.
         words = torch.cat([F.pad(doc.view(N * D, L).index_select(0, real), (0, W - L), value=PAD_ID),
-                           F.pad(batch.src, (0, W - S), value=PAD_ID)])   # (R + B, W)
-        row_doc = torch.cat([torch.div(real, D, rounding_mode="floor"), index])   # (R + B,)
-        word_mask = words.ne(PAD_ID)                                      # (R + B, W)
+                           F.pad(q_src, (0, W - S), value=PAD_ID)])       # (R + Q, W)
+        row_doc = torch.cat([torch.div(real, D, rounding_mode="floor"), q_doc])   # (R + Q,)
+        word_mask = words.ne(PAD_ID)                                      # (R + Q, W)
         wctx = LayerContext(self_mask=word_mask, extra=batch.extra)
-        x = self.embed_tokens(self.embed, words)                          # (R + B, W, d)
+        x = self.embed_tokens(self.embed, words)                          # (R + Q, W, d)
         for layer, repr_, gattn in zip(self.encoder, self.sent_repr, self.global_attn):
             x = layer.blocks["self_attn"](x, wctx, None)                  # Eq. 1 (shared)
             c = repr_(x[:R], word_mask[:R])                               # Eq. 2-3: (R, d)
@@ -300,7 +346,8 @@ class CrossTaskTransformer(Transformer):
                                 memories={GLOBAL_MEMORY: Memory(C, sent_mask).index_select(row_doc)})
             x = gattn(x, gctx, None)                                      # Eq. 4: words -> C
             x = layer.blocks["ffn"](x, gctx, None)                        # Eq. 5 (shared)
-        return self.global_norm(x[R:, :S])                                # (B, S, d)
+        rows_x = x[R:] if state is None else x.index_select(0, state)     # (B, W, d)
+        return self.global_norm(rows_x[:, :S])                            # (B, S, d)
 
     def encode(self, batch: Batch) -> EncoderOut:
         """Sentence encoder; with ``doc_src`` also the global context encoder and the gate."""

@@ -108,7 +108,8 @@ from pipeline_lib.batch import Batch
 from pipeline_lib.constants import NO_HEAD
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
-from pipeline_lib.models.layers import Attention, AttnKind, LayerContext, cache_append
+from pipeline_lib.models.layers import (Attention, AttnKind, LayerContext, cache_append,
+                                        cache_key_mask)
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.registry import register
 from pipeline_lib.models.transformer import Transformer
@@ -175,7 +176,8 @@ class DependencyAttention(Attention):
             # Incremental (as Attention): new queries see every cached position; the parse
             # head's keys/values are the last head's, cached with the others.
             k, v = cache_append(cache, name, k, v)
-            causal = T > 1 and k.size(2) == T
+            key_mask = cache_key_mask(cache)
+            causal = key_mask is None and T > 1 and k.size(2) == T
         else:
             causal = True
         drop = self.dropout if self.training else 0.0

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 SOURCE_MEMORY = "source"    # the encoder output, attended by every decoder layer's cross_attn
+STATIC = "static"           # a layer cache's StaticSteps (fixed-shape decoding, shared by layers)
 
 
 @dataclass
@@ -70,6 +71,29 @@ class LayerContext:
     # Rows of the stack per memory row: beam search keeps a sentence's memories (and their
     # cross-attention keys/values) once, for its ``beam`` consecutive hypothesis rows.
     beam: int = 1
+
+
+@dataclass
+class StaticSteps:
+    """Fixed-shape incremental decoding (beam search replayed as a CUDA graph): self-attention
+    keys/values go into buffers of ``length`` positions at position ``pos``, and a query sees
+    the positions <= ``pos`` (``mask``). Every tensor keeps its address from step to step, so a
+    captured step can be replayed: the host only writes the next position."""
+
+    length: int
+    pos: torch.Tensor                                     # () long
+    mask: torch.Tensor                                    # (1, 1, 1, length) bool
+    buffers: set[str] = field(default_factory=set)        # cache entries that are buffers
+
+    @classmethod
+    def create(cls, length: int, device: torch.device) -> "StaticSteps":
+        return cls(length, torch.zeros((), dtype=torch.long, device=device),
+                   torch.zeros(1, 1, 1, length, dtype=torch.bool, device=device))
+
+    def advance(self, step: int) -> None:
+        """Position ``step`` next (in place: a captured graph reads these tensors)."""
+        self.pos.fill_(step)
+        self.mask.copy_(torch.arange(self.length, device=self.pos.device).le(step).view_as(self.mask))
 
 
 class AttnKind(str, Enum):
@@ -115,7 +139,8 @@ class Attention(nn.Module):
         elif cache is not None:
             # Incremental: the new query may see every cached (earlier) position.
             k, v = cache_append(cache, name, k, v)
-            causal = T > 1 and k.size(2) == T
+            mask = cache_key_mask(cache)
+            causal = mask is None and T > 1 and k.size(2) == T
         else:
             causal = True   # right padding: real queries never reach the PAD keys after them
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
@@ -154,7 +179,19 @@ def cache_append(cache: dict, name: str, k: torch.Tensor, v: torch.Tensor
     An entry with spare positions after it in its buffer (beam search's reorder leaves one,
     :func:`select_rows`) is written in place, so a step copies only its T new positions;
     otherwise the entry grows by concatenation. Either way the result is one contiguous block
-    per (row, head), which the attention kernels read fastest."""
+    per (row, head), which the attention kernels read fastest. In fixed-shape decoding
+    (:class:`StaticSteps` in the cache) the step is written at its position of a buffer of
+    every position, returned whole: :func:`cache_key_mask` then says which positions count."""
+    steps: StaticSteps | None = cache.get(STATIC)
+    if steps is not None:
+        out = []
+        for key, new in ((f"{name}.k", k), (f"{name}.v", v)):
+            if key not in cache:
+                cache[key] = new.new_zeros(*new.shape[:2], steps.length, new.size(3))
+                steps.buffers.add(key)
+            cache[key].index_copy_(2, steps.pos.view(1), new)
+            out.append(cache[key])
+        return out[0], out[1]
     out = []
     for key, new in ((f"{name}.k", k), (f"{name}.v", v)):
         old = cache.get(key)
@@ -169,6 +206,13 @@ def cache_append(cache: dict, name: str, k: torch.Tensor, v: torch.Tensor
         cache[key] = full
         out.append(full)
     return out[0], out[1]
+
+
+def cache_key_mask(cache: dict) -> torch.Tensor | None:
+    """(1, 1, 1, length) bool: the positions a query may see in fixed-shape decoding; None in
+    the growing cache, whose every position counts."""
+    steps: StaticSteps | None = cache.get(STATIC)
+    return None if steps is None else steps.mask
 
 
 def _room(entry: torch.Tensor) -> int:

@@ -25,8 +25,9 @@ from pipeline_lib.batch import Batch
 from pipeline_lib.constants import PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
-from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,
-                                        encoder_layer, select_rows, sinusoidal_positions)
+from pipeline_lib.models.layers import (SOURCE_MEMORY, STATIC, LayerContext, Memory, StaticSteps,
+                                        decoder_layer, encoder_layer, select_rows,
+                                        sinusoidal_positions)
 from pipeline_lib.models.output import ModelOutput
 from pipeline_lib.models.registry import register
 
@@ -77,6 +78,7 @@ class DecoderState:
     layers: list[dict[str, torch.Tensor]]
     extra: dict[str, Any] = field(default_factory=dict)
     beam: int = 1
+    steps: StaticSteps | None = None    # fixed-shape decoding (:meth:`with_static`)
 
     def with_beam(self, beam: int) -> "DecoderState":
         """This fresh state (no step decoded yet) with ``beam`` decoder rows per sentence."""
@@ -86,13 +88,32 @@ class DecoderState:
         rows = torch.arange(n, device=dev)[:, None].expand(n, beam).reshape(-1)   # 0,0,..,1,1,..
         return DecoderState(self.enc, self.layers, _select(self.extra, rows), beam)
 
+    def with_static(self, length: int) -> "DecoderState":
+        """This fresh state decoding in fixed shapes for up to ``length`` steps: buffers of
+        every position instead of caches that grow, rows never dropped (:class:`StaticSteps`;
+        what lets beam search replay one captured CUDA graph per step)."""
+        if any(self.layers):
+            raise ValueError("with_static: the state has cached steps")
+        steps = StaticSteps.create(length, self.enc.source.states.device)
+        return DecoderState(self.enc, [{STATIC: steps} for _ in self.layers], self.extra,
+                            self.beam, steps)
+
     def reorder(self, index: torch.Tensor) -> "DecoderState":
         """Keep decoder rows ``index`` (B',): beam reordering and dropping finished rows.
 
         With ``beam`` > 1 the rows ``index[i*beam:(i+1)*beam]`` must come from one sentence (as
         beam search picks them); per-sentence data moves only when sentences are dropped or
         reordered, so reordering beams within their sentences copies only the self-attention
-        caches, into buffers with room for the next step's keys/values (written in place)."""
+        caches, into buffers with room for the next step's keys/values (written in place).
+
+        Fixed-shape decoding (``steps``) keeps every row: ``index`` only permutes hypotheses
+        within their sentences, and the self-attention buffers are permuted in place."""
+        if self.steps is not None:
+            for cache in self.layers:
+                for key in self.steps.buffers & cache.keys():
+                    cache[key].copy_(cache[key].index_select(0, index))
+            return DecoderState(self.enc, self.layers, _select(self.extra, index), self.beam,
+                                self.steps)
         if self.beam == 1:
             return DecoderState(self.enc.reorder(index), _select(self.layers, index),
                                 _select(self.extra, index))
@@ -154,12 +175,18 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     # --- embeddings and output -------------------------------------------------------------
-    def embed_tokens(self, emb: nn.Embedding, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """(B, T) ids -> (B, T, d): sqrt(d)-scaled embedding + position ``start``.. (Sec. 3.4-3.5)."""
+    def embed_tokens(self, emb: nn.Embedding, tokens: torch.Tensor,
+                     start: int | torch.Tensor = 0) -> torch.Tensor:
+        """(B, T) ids -> (B, T, d): sqrt(d)-scaled embedding + position ``start``.. (Sec. 3.4-3.5).
+        ``start`` may be a () tensor (fixed-shape decoding: a step the host does not read)."""
         T = tokens.size(1)
-        if start + T > self.cfg.max_len:
-            raise ValueError(f"sequence position {start + T} exceeds max_len={self.cfg.max_len}")
-        x = emb(tokens) * math.sqrt(self.cfg.d_model) + self.positions[start:start + T]
+        if isinstance(start, torch.Tensor):
+            pos = self.positions.index_select(0, start + torch.arange(T, device=start.device))
+        else:
+            if start + T > self.cfg.max_len:
+                raise ValueError(f"sequence position {start + T} exceeds max_len={self.cfg.max_len}")
+            pos = self.positions[start:start + T]
+        x = emb(tokens) * math.sqrt(self.cfg.d_model) + pos
         return self.drop(x)
 
     def project(self, h: torch.Tensor, ctx: LayerContext) -> torch.Tensor:
@@ -205,7 +232,8 @@ class Transformer(nn.Module):
         """One incremental step: (B', 1) last tokens at position ``step`` -> (B', V) log-probs."""
         ctx = self.decoder_context(state.enc)
         ctx.beam = state.beam                                            # B' = beam x sentences
-        x = self.embed_tokens(self.tgt_embed, tokens_last, start=step)   # (B', 1, d)
+        start = step if state.steps is None else state.steps.pos         # fixed shapes: a tensor
+        x = self.embed_tokens(self.tgt_embed, tokens_last, start=start)  # (B', 1, d)
         for layer, cache in zip(self.decoder, state.layers):
             x = layer(x, ctx, cache)
         logits = self.project(self.dec_norm(x), ctx)[:, -1]             # (B', V)

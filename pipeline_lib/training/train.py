@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.profiler import record_function
 from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
@@ -94,10 +95,11 @@ class TrainConfig:
     keep_last: int = 3
     average_last_k: int = 0
     patience: int = 0
-    compile: bool = False
+    compile: bool | None = None          # None: on CUDA (it wins there), not on CPU
     num_workers: int = 2
     device: str = "auto"
     buffer_sents: int = 20000
+    pad_multiple: int | None = None      # None: 8 on CUDA, 1 on CPU
     dev_bleu: bool = True
     init_from: str | None = None
     freeze: tuple[str, ...] = ()
@@ -167,7 +169,7 @@ def init_from_checkpoint(model: torch.nn.Module, path: str | Path) -> dict[str, 
 #: Train keys that may change between a run and its resumption (a longer run, other logging).
 RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log_every",
                                "keep_last", "average_last_k", "patience", "dev_bleu",
-                               "device", "compile"})
+                               "device", "compile", "num_workers", "pad_multiple"})
 
 
 def run_record(tcfg: TrainConfig, model: str,
@@ -307,7 +309,9 @@ class Trainer:
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=unused)
-        self.forward = torch.compile(self.ddp) if tcfg.compile else self.ddp
+        cuda = self.device.type == "cuda"
+        self.forward = (torch.compile(self.ddp) if (cuda if tcfg.compile is None else tcfg.compile)
+                        else self.ddp)
 
     def _log(self, message: str) -> None:
         if self.info.is_main:
@@ -340,18 +344,21 @@ class Trainer:
         """Loaders for the main (and aux) stream and the dev batches, as the model's inputs say.
         A document-level model reads sentence batches from --shards; its document-level batches
         (restoration or parallel documents) come from --aux-shards."""
-        tcfg, info = self.tcfg, self.info
+        tcfg, info, cuda = self.tcfg, self.info, self.device.type == "cuda"
+        # Lengths rounded up to a multiple of 8 on CUDA: fewer distinct shapes (first-sight costs,
+        # compiled graphs); on a CPU the extra padding is only extra work.
+        pad = tcfg.pad_multiple or (8 if cuda else 1)
         lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, max_context_tokens=tcfg.max_context_tokens,
                             seed=tcfg.seed,
                             buffer_sents=tcfg.buffer_sents, max_len=self.mcfg.max_len,
                             num_workers=tcfg.num_workers, inputs=self.inputs,
-                            pin_memory=self.device.type == "cuda")
+                            pin_memory=cuda, pad_multiple=pad)
         self.loader = TrainLoader(shards, replace(lcfg, inputs=self.inputs.sentence_batches()),
                                   info.rank, info.world_size)
         self.aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
                            if aux_shards is not None and tcfg.aux_ratio > 0 else None)
         self.dev = (dev_batches(dev_shards, tcfg.max_tokens, self.mcfg.max_len, self.inputs,
-                                tcfg.seed, tcfg.max_context_tokens) if info.is_main else [])
+                                tcfg.seed, tcfg.max_context_tokens, pad) if info.is_main else [])
         if tcfg.dev_bleu and self.inputs.dev_bleu_skip:
             self._log(f"dev BLEU skipped: {self.inputs.dev_bleu_skip}")
 
@@ -407,30 +414,32 @@ class Trainer:
                and self.inputs.schedule(self.state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
         tokens = torch.zeros((), device=self.device)
         for micro in range(tcfg.update_freq):
-            batch = self.next_batch(aux).to(self.device)
+            with record_function("trainer.next_batch"):
+                batch = self.next_batch(aux).to(self.device)
             sync = micro == tcfg.update_freq - 1 or info.world_size == 1
             with nullcontext() if sync else self.ddp.no_sync():
-                with autocast(self.device):
+                with record_function("trainer.forward"), autocast(self.device):
                     out = self.forward(batch)
                 loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, tcfg.label_smoothing)
                 if out.aux_loss is not None:  # per-token quantity: weight it like the CE
                     loss = loss + out.aux_loss.float() * n
-                loss.backward()
+                with record_function("trainer.backward"):
+                    loss.backward()
             for k, v in out.aux_metrics.items():   # rank 0's micro-batches
                 window.add(k, v)
             tokens = tokens + n
             window.add("loss", loss)
             if self.inputs.heads:
                 self.pending_supervision = self.pending_supervision + supervision_counts(batch)
-        global_tokens = all_reduce(tokens.float(), info)
-        scale = info.world_size / global_tokens.clamp(min=1.0)
-        for p in self.trainable:
-            if p.grad is not None:
-                p.grad.mul_(scale)
-        if tcfg.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.trainable, tcfg.clip_norm)
-        self.optimizer.step()
-        self.scheduler.step()
+        with record_function("trainer.optimizer"):
+            global_tokens = all_reduce(tokens.float(), info)
+            scale = info.world_size / global_tokens.clamp(min=1.0)
+            # one fused multiply over every gradient, not a kernel per parameter
+            torch._foreach_mul_([p.grad for p in self.trainable if p.grad is not None], scale)
+            if tcfg.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.trainable, tcfg.clip_norm)
+            self.optimizer.step()
+            self.scheduler.step()
         self.state.step += 1
         self.pending_tokens = self.pending_tokens + global_tokens
         window.add("tokens", global_tokens)
@@ -575,6 +584,8 @@ class Trainer:
             final = "last"   # no validation ever improved on an infinite loss
         ckpt.link_checkpoint(self.ck_dir / final, self.ck_dir / CKPT_FINAL)
         self.manifest.counts = {"steps": self.state.step, "target_tokens": self.state.tokens,
+                                "target_tokens_per_update": (self.state.tokens
+                                                             / max(self.state.step, 1)),
                                 "epochs_started": self.state.position.epoch + 1,
                                 "parameters": sum(p.numel() for p in self.model.parameters()),
                                 "trainable_parameters": sum(p.numel() for p in self.trainable),

@@ -1,19 +1,13 @@
 """Every registered model trains under DDP (``torchrun --nproc-per-node 2``, gloo on CPU) and ends
 with the weights of single-process training on the same global batch.
 
-Same global batch: the loader deals its shuffled work units round-robin to ``world_size *
-num_workers`` streams and seeds each stream by its index (``ShardStream.stream_units`` /
-``__iter__``), and a DataLoader yields its workers' batches in turn. So rank r of 2 ranks without
-workers reads what worker r of one process with 2 workers reads, and one update of 2 ranks x
-``update_freq 1`` takes the micro-batches that one update of 1 process x ``update_freq 2`` takes
-(:func:`test_two_ranks_read_what_two_workers_of_one_process_read` checks this on the loader).
-
-STREAM mode (the cache) cannot be matched that way: it always reads in the main process (its
-document lanes must not interleave across workers), and one model instance holds one set of
-document streams. Its reference is what DDP promises to compute: two replicas of the model,
-each with its own streams, replica r reading ``TrainLoader(rank=r, world_size=2)`` (the loader
-of DDP rank r), their gradients summed and divided by the global target-token count, one step
-of the trainer's Adam and schedule (:func:`replica_reference`).
+Same global batch: the loader deals its shuffled work units round-robin to the ``world_size``
+ranks, and a rank's batches do not depend on its DataLoader workers (they only compute chunks
+ahead: :func:`test_ranks_read_disjoint_data_whatever_their_workers`). The reference is what DDP
+promises to compute: two replicas of the model (each with its own document streams, for the
+cache), replica r reading ``TrainLoader(rank=r, world_size=2)`` (the loader of DDP rank r) on the
+steps of the model's schedule, their gradients summed and divided by the global target-token
+count, one step of the trainer's Adam and schedule (:func:`replica_reference`).
 
 Setups: every job of config/config.yaml's ``models`` and the jobs they start from, read from
 its ``model_settings`` (:func:`config_setups`): the registry name, extras, ``freeze``, whether
@@ -46,9 +40,8 @@ import torch
 import yaml
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode
 from pipeline_lib.models.config import ModelConfig
-from pipeline_lib.models.inputs import inputs_for
+from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib.models.registry import MODELS, build_model
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
@@ -62,8 +55,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = 4
 MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1, "dec_layers": 1,
          "dropout": 0.0, "max_len": 64}
-#: The ranks read without workers (the trainer's default is 2): rank r then reads stream r, what
-#: worker r of one process with ``num_workers=2`` reads (module docstring).
+#: The ranks read without workers: workers change no batch (test_ranks_read_disjoint_data...).
 TRAIN = TrainConfig(max_tokens=100, max_steps=STEPS, warmup=2, validate_every=2, save_every=2,
                     log_every=1, dev_bleu=False, device="cpu", num_workers=0)
 
@@ -196,7 +188,6 @@ def replica_reference(name: str, corpus: dict[str, Path]) -> dict[str, torch.Ten
     """What 2 DDP ranks compute, in one process (module docstring): per-rank replicas and
     streams, summed gradients over the global token count, the trainer's optimiser step."""
     model_dict, tcfg, aux = job(name, corpus)
-    assert aux is None, "a reference with an aux stream would need the task schedule too"
     torch.manual_seed(tcfg.seed)
     model = build(model_dict, corpus)
     if tcfg.init_from:
@@ -206,16 +197,20 @@ def replica_reference(name: str, corpus: dict[str, Path]) -> dict[str, torch.Ten
     params = [[p for p in r.parameters() if p.requires_grad] for r in replicas]
     opt = build_optimizer(params[0], tcfg.lr)
     scheduler = build_scheduler(opt, tcfg.warmup)
+    inputs = inputs_for(model, corpus["spm"])
     cfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, buffer_sents=tcfg.buffer_sents,
-                       max_len=model.cfg.max_len,
-                       inputs=inputs_for(model, corpus["spm"]).sentence_batches())
-    streams = [TrainLoader(data_dir(name, corpus), cfg, rank, 2).iterate(DataPosition())
-               for rank in (0, 1)]
+                       max_len=model.cfg.max_len, inputs=inputs.sentence_batches())
+    streams = {Phase.SENTENCE: [TrainLoader(data_dir(name, corpus), cfg, rank, 2).iterate(DataPosition())
+                                for rank in (0, 1)]}
+    if aux:
+        streams[Phase.DOCUMENT] = [TrainLoader(aux, replace(cfg, inputs=inputs), rank, 2)
+                                   .iterate(DataPosition()) for rank in (0, 1)]
     for r in replicas:
         r.train()
-    for _ in range(STEPS):
+    for step in range(STEPS):
+        phase = inputs.schedule(step, tcfg.aux_ratio) if aux else Phase.SENTENCE
         tokens = torch.zeros(())
-        for replica, stream in zip(replicas, streams):
+        for replica, stream in zip(replicas, streams[phase]):
             replica.zero_grad(set_to_none=True)
             batch = next(stream)[1]
             out = replica(batch)
@@ -226,7 +221,8 @@ def replica_reference(name: str, corpus: dict[str, Path]) -> dict[str, torch.Ten
             tokens = tokens + n
         scale = 1.0 / tokens.float()
         for p, q in zip(*params):
-            p.grad = (p.grad + q.grad) * scale
+            if p.grad is not None:   # a module the phase leaves unused gets no gradient
+                p.grad = (p.grad + q.grad) * scale
         opt.step()
         scheduler.step()
         with torch.no_grad():
@@ -258,15 +254,10 @@ def _same(a: list[Batch], b: list[Batch]) -> bool:
                 and x.extra.keys() == y.extra.keys()
                 and all((getattr(x, f) is None and getattr(y, f) is None)
                         or torch.equal(getattr(x, f), getattr(y, f)) for f in fields)
-                and all(torch.equal(v, y.extra[k]) for k, v in x.extra.items()))
+                and all(torch.equal(v, y.extra[k]) if isinstance(v, torch.Tensor)
+                        else v == y.extra[k] for k, v in x.extra.items()))
 
     return len(a) == len(b) and all(map(equal, a, b))
-
-
-def _round_robin(*streams: list[Batch]) -> list[Batch]:
-    """What a DataLoader yields from workers with these batches: one of each in turn, the
-    longer ones going on alone once a worker is done."""
-    return [s[i] for i in range(max(map(len, streams))) for s in streams if i < len(s)]
 
 
 def _epoch(shards: Path, cfg: LoaderConfig, rank: int, world: int, workers: int) -> list[Batch]:
@@ -279,7 +270,7 @@ def _keys(batches: list[Batch]) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("name", sorted(JOBS))
-def test_two_ranks_read_what_two_workers_of_one_process_read(corpus, name):
+def test_ranks_read_disjoint_data_whatever_their_workers(corpus, name):
     model_dict, tcfg, aux = job(name, corpus)
     model = build(model_dict, corpus)
     inputs = inputs_for(model, corpus["spm"])
@@ -288,17 +279,12 @@ def test_two_ranks_read_what_two_workers_of_one_process_read(corpus, name):
         cfg = LoaderConfig(max_tokens=tcfg.max_tokens, seed=tcfg.seed, max_len=model.cfg.max_len,
                            inputs=spec)
         ranks = [_epoch(shards, cfg, rank, 2, 0) for rank in (0, 1)]
-        single = _epoch(shards, cfg, 0, 1, 2)
         r0, r1 = map(_keys, ranks)
         assert r0 and r1 and not set(r0) & set(r1)            # disjoint ranks cover the rows
-        assert sorted(r0 + r1) == sorted(_keys(single))
+        assert sorted(r0 + r1) == sorted(_keys(_epoch(shards, cfg, 0, 1, 0)))
         assert all(len(r) >= STEPS for r in ranks)           # no rank runs out within STEPS
-        if spec.mode is DataMode.STREAM:
-            # workers are ignored: one process reads every unit as one stream
-            assert _same(single, _epoch(shards, cfg, 0, 1, 0))
-            assert not _same(single, _round_robin(*ranks))
-        else:
-            assert _same(single, _round_robin(*ranks))
+        for rank in (0, 1):                                  # workers only read ahead
+            assert _same(ranks[rank], _epoch(shards, cfg, rank, 2, 2))
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -306,7 +292,7 @@ def test_two_ranks_read_what_two_workers_of_one_process_read(corpus, name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(JOBS))
-def test_ddp_matches_one_process_on_the_same_global_batch(corpus, tmp_path, name):
+def test_ddp_matches_two_replicas_on_the_same_global_batch(corpus, tmp_path, name):
     run_ddp(name, corpus, tmp_path / "ddp")
     ddp = tmp_path / "ddp"
     man = json.loads((ddp / "manifest.json").read_text())
@@ -330,25 +316,16 @@ def test_ddp_matches_one_process_on_the_same_global_batch(corpus, tmp_path, name
             assert record["parse_loss_enc"] > 0 and record["parse_loss_dec"] > 0, record
 
     torch.set_num_threads(1)
-    model = build(job(name, corpus)[0], corpus)
-    if inputs_for(model, corpus["spm"]).mode is DataMode.STREAM:
-        _assert_same_weights(weights, replica_reference(name, corpus))
-        return
-    one = tmp_path / "one"
-    run_single(name, corpus, one, num_workers=2, update_freq=2)
-    _assert_same_weights(weights, ckpt.load_state(one / "checkpoints" / "last"))
-    assert [r["loss"] for r in _metrics(one, "train")] == pytest.approx(
-        [r["loss"] for r in _metrics(ddp, "train")], rel=1e-6)
-    ts_one = ckpt.load_trainer_state(one / "checkpoints" / "last")
-    assert ts_one["position"]["batches"] == 2 * ts["position"]["batches"]
+    _assert_same_weights(weights, replica_reference(name, corpus))
 
 
-def test_the_comparison_sees_another_global_batch(corpus, tmp_path):
-    """Control: one process with update_freq 2 but without workers takes its two micro-batches
-    from one stream, not one from each: other weights."""
+def test_loader_workers_change_no_weight(corpus, tmp_path):
+    """One process trains the same weights whether 0 or 2 workers read its batches (they only
+    read ahead), while another data seed gives other weights: the comparison can tell."""
     torch.set_num_threads(1)
     run_single("transformer", corpus, tmp_path / "a", num_workers=2, update_freq=2)
     run_single("transformer", corpus, tmp_path / "b", num_workers=0, update_freq=2)
-    a = ckpt.load_state(tmp_path / "a" / "checkpoints" / "last")
-    b = ckpt.load_state(tmp_path / "b" / "checkpoints" / "last")
-    assert max(float((a[k] - b[k]).abs().max()) for k in a) > 1e-4
+    run_single("transformer", corpus, tmp_path / "c", num_workers=0, update_freq=2, seed=2)
+    a, b, c = (ckpt.load_state(tmp_path / x / "checkpoints" / "last") for x in "abc")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert max(float((a[k] - c[k]).abs().max()) for k in a) > 1e-4

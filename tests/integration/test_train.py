@@ -280,6 +280,9 @@ def test_every_registered_model_trains(doc_corpus, tmp_path, name):
     dev_rec = [r for r in recs if r["split"] == "dev"][-1]
     assert math.isfinite(dev_rec["loss"])
     assert ("bleu" in dev_rec) == (name != "cache")   # cache: skipped with a logged reason
+    counts = json.loads((tmp_path / "manifest.json").read_text())["counts"]
+    assert counts["steps"] == 4 and counts["target_tokens"] > 0
+    assert counts["target_tokens_per_update"] == counts["target_tokens"] / 4
     last = tmp_path / "checkpoints" / "last"
     state = ckpt.load_state(last)
     if two_step:

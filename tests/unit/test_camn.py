@@ -344,3 +344,55 @@ def test_without_the_feed_forward_the_gate_reads_the_raw_memory():
     plain, ffn = paper_model(seed=1, context_ffn=False), paper_model(seed=1)
     assert plain.context_ffn is None
     assert plain.num_parameters() < ffn.num_parameters()
+
+
+@pytest.mark.parametrize("mode", ["batch", "weighted"])
+def test_memory_read_equals_the_direct_evaluation_of_equations_10_to_15(mode):
+    """The memory read skips building the (B, M, S, L) mask and reads (Eq. 14's mean is a product
+    of sums): the same values and gradients as evaluating Eq. 10-15 term by term, the way the
+    model did before (kept here as the reference)."""
+    from pipeline_lib.models.camn import masked_softmax
+
+    torch.manual_seed(5)
+    model = model_for(seed=2, memory_sentences=2, memory_mode=mode).train()
+    B, S, N, L = 3, 5, 2, 4
+    tokens = torch.randint(10, 40, (B, N, L))
+    tokens[0, 0] = PAD_ID                   # an absent memory sentence
+    tokens[1, 1, 2:] = PAD_ID               # a short one
+    src_mask = torch.ones(B, S, dtype=torch.bool)
+    src_mask[2, 3:] = False
+    h = torch.randn(B, S, 32, requires_grad=True)
+
+    def reference(h):
+        if mode == "weighted":
+            c, mask = model.encode_memory(tokens.reshape(B * N, L))
+            c, mask = c.view(B, N, L, -1), mask.view(B, N, L)
+            m_raw = torch.einsum("bsd,bnld->bnsl", h, c)
+            reads = masked_softmax(m_raw, mask[:, :, None, :]) @ c
+            real = (src_mask[:, None, :, None] & mask[:, :, None, :]).float()
+            beta = masked_softmax((m_raw * real).sum((2, 3)) / real.sum((2, 3)),
+                                  tokens.ne(PAD_ID).any(2))
+            return torch.einsum("bn,bnsd->bsd", beta, reads)
+        flat = tokens.flatten(0, 1)
+        M = flat.size(0)
+        c, mask = model.encode_memory(flat)
+        m_raw = torch.einsum("bsd,mld->bmsl", h, c)
+        alpha = masked_softmax(m_raw, mask[None, :, None, :])
+        real = (src_mask[:, None, :, None] & mask[None, :, None, :]).float()
+        beta = masked_softmax((m_raw * real).sum((2, 3)) / real.sum((2, 3)),
+                              flat.ne(PAD_ID).any(1).expand(B, M))
+        return (beta[:, :, None, None] * alpha).permute(0, 2, 1, 3).reshape(B, S, -1) @ c.reshape(-1, 32)
+
+    outs = []
+    for fn in (reference, lambda h: model.read_memory(h, src_mask, tokens)):
+        model.zero_grad()
+        h.grad = None
+        y = fn(h)
+        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        outs.append((y.detach(), h.grad.clone(),
+                     {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    torch.testing.assert_close(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outs[1][1], outs[0][1], rtol=1e-5, atol=1e-5)
+    assert outs[1][2].keys() == outs[0][2].keys() and outs[0][2]
+    for n in outs[0][2]:
+        torch.testing.assert_close(outs[1][2][n], outs[0][2][n], rtol=1e-4, atol=1e-5, msg=n)

@@ -222,3 +222,36 @@ def test_joint_training_learns_to_use_the_document():
         sent_loss = label_smoothed_nll(model(sentence_mode).logits, test.tgt_out, 0.0)[0].item()
     print(f"\ncrosstask toy: document-mode NLL {doc_loss:.3f} vs sentence-mode {sent_loss:.3f}")
     assert doc_loss < 0.5 * sent_loss
+
+
+def test_a_sentence_of_the_document_is_encoded_once():
+    """The global encoder reuses a row's states from its document's identical sentence instead
+    of encoding the row again as a query: the same outputs (and gradients), fewer rows.
+    Row 2's sentence is not in its document (a restoration row at a gap): its own query."""
+    from pipeline_lib.models.crosstask import DOC_QUERIES, DOC_STATE
+
+    model = model_for(seed=3).train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    src = pad([[TAG, 10, 11, 12, 13, EOS_ID], [TAG, 14, 15, EOS_ID], [TAG, 39, 40, EOS_ID]])
+    tgt = [[TAG, 20, 21, 22, 23], [TAG, 24, 25], [TAG, 26]]
+    batch = Batch(src=src, tgt_in=pad([[BOS_ID] + t for t in tgt]),
+                  tgt_out=pad([t + [EOS_ID] for t in tgt]))
+    queries = [[10, 11, 12, 13], [14, 15], [39, 40]]
+    batch.extra = document_extra(DOCS, [0, 1, 1], prefix=[TAG], queries=queries)
+    assert batch.extra[DOC_QUERIES].tolist() == [2]               # rows 0 and 1 reuse
+    assert batch.extra[DOC_STATE].tolist() == [1, 3, 5]           # R = 5 document sentences
+    plain = Batch(src=src, tgt_in=batch.tgt_in, tgt_out=batch.tgt_out,
+                  extra={k: v for k, v in batch.extra.items() if k not in (DOC_QUERIES, DOC_STATE)})
+    outs = []
+    for b in (batch, plain):
+        torch.manual_seed(0)
+        model.zero_grad()
+        logits = model(b).logits
+        label_smoothed_nll(logits, b.tgt_out, 0.1)[0].backward()
+        outs.append((logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                                       if p.grad is not None}))
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=0, atol=1e-5)
+    assert outs[0][1].keys() == outs[1][1].keys()
+    for n in outs[0][1]:
+        torch.testing.assert_close(outs[0][1][n], outs[1][1][n], rtol=1e-4, atol=1e-6, msg=n)

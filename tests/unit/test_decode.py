@@ -126,15 +126,28 @@ def test_translate_documents_steps_sentences_in_order_and_calls_hooks():
     sent = translate_sentences(base, [s for d in docs for s in d], cfg)
     it = iter(sent)
     assert [[h[0].tokens for h in d] for d in out] == [[next(it)[0].tokens for _ in d] for d in docs]
-    # longest documents first: group 1 = docs (1, 0), group 2 = doc 2
+    # one group of DOC_LANES x batch_size documents, longest first: slots 0, 1, 2 = docs 1, 0, 2
     ev = model.events
-    assert ev[0] == ("start", 2)
-    assert [e[1:] for e in ev if e[0] == "encode"] == [
-        ([0, 1], [0, 0]), ([0, 1], [1, 1]), ([0], [2]), ([0], [0])]
+    assert ev[0] == ("start", 3) and [e for e in ev if e[0] == "start"] == [("start", 3)]
+    searches = [e[1:] for e in ev if e[0] == "encode"]
+    assert all(len(slots) <= 2 and len(set(slots)) == len(slots) for slots, _ in searches)
+    # every document's sentences in order, one search after another
+    for slot, doc in enumerate((docs[1], docs[0], docs[2])):
+        assert [i for slots, idx in searches for s, i in zip(slots, idx) if s == slot] == \
+            list(range(len(doc)))
+    # each search starts from the document with the most sentences left
+    left = {0: 3, 1: 2, 2: 1}
+    for slots, _ in searches:
+        most = max(left.values())
+        assert any(left[s] == most for s in slots)
+        for s in slots:
+            left[s] -= 1
     finishes = [e for e in ev if e[0] == "finish"]
-    assert finishes[0][2] == [out[1][0][0].tokens, out[0][0][0].tokens]
-    assert finishes[2][1:] == ([0], [out[1][2][0].tokens])
-    assert ("start", 1) in ev
+    slot_doc = {0: 1, 1: 0, 2: 2}
+    for (_, slots, idx), (_, tokens, fslots) in zip(
+            [e for e in ev if e[0] == "encode"], [(f[0], f[2], f[1]) for f in finishes]):
+        assert fslots == slots and tokens == [out[slot_doc[s]][i][0].tokens
+                                              for s, i in zip(slots, idx)]
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from pipeline_lib.models.transformer import EncoderOut
 from pipeline_lib.preprocess.noise import split_document
 from pipeline_lib.training import checkpoint as ckpt
 from pipeline_lib.training.data import (collate, collate_documents, collate_stream, prepare,
-                                        stream_lanes)
+                                        stream_batches)
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze, init_from_checkpoint
 
@@ -116,7 +116,8 @@ class Case:
         return self.batches[-1]
 
 
-def make_case(variant: Variant, seed: int = 0, dropout: float = 0.0) -> Case:
+def make_case(variant: Variant, seed: int = 0, dropout: float = 0.0, pad_multiple: int = 1) -> Case:
+    """``pad_multiple``: the loader's rounding of padded lengths (8 on CUDA)."""
     torch.manual_seed(seed)
     model = build_model(variant.config(dropout)).eval()
     inputs = model.inputs(SPECIAL)
@@ -127,10 +128,9 @@ def make_case(variant: Variant, seed: int = 0, dropout: float = 0.0) -> Case:
     if inputs.mode is DataMode.CONTEXT:
         inputs.add_context(docs, SEED)
     if inputs.mode is DataMode.STREAM:
-        lanes = stream_lanes(docs, max_tokens=10 ** 6)
-        batches = [collate_stream(lanes, t) for t in range(max(len(lane) for lane in lanes))]
+        batches = [collate_stream(b, pad_multiple, 64) for b in stream_batches(docs, 10 ** 6)]
     else:
-        batches = [collate_units(inputs, units(inputs, docs))]
+        batches = [collate_units(inputs, units(inputs, docs), pad_multiple)]
     return Case(variant, model, inputs, docs, batches)
 
 
@@ -151,10 +151,10 @@ def units(inputs: ModelInputs, docs: list[list[dict]]) -> list:
     return [r for d in docs for r in d]
 
 
-def collate_units(inputs: ModelInputs, chosen: list) -> Batch:
+def collate_units(inputs: ModelInputs, chosen: list, pad_multiple: int = 1) -> Batch:
     if inputs.mode is DataMode.DOCUMENT:
-        return collate_documents(chosen, inputs)
-    return collate(chosen, inputs)
+        return collate_documents(chosen, inputs, pad_multiple, 64)
+    return collate(chosen, inputs, pad_multiple, 64)
 
 
 def references(batch: Batch) -> list[list[int]]:
@@ -266,6 +266,53 @@ def test_search_over_a_batch_equals_search_unit_by_unit(case, search, cfg):
     for a, b in zip(alone, together):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_padding_to_a_multiple_changes_no_loss_and_no_hypothesis(variant):
+    """The loader's rounding of padded lengths (``pad_multiple``, 8 on CUDA) only adds masked
+    padding: the same loss (and logits at every real target position), the same beam search
+    hypotheses (with the same scores)."""
+    plain, wide = make_case(variant), make_case(variant, pad_multiple=16)
+    assert wide.probe.src.size(1) % 16 == 0 and wide.probe.src.size(1) > plain.probe.src.size(1)
+    with torch.no_grad():
+        a, b = forward_probe(plain), forward_probe(wide)
+        T = a.size(1)
+        real = plain.probe.tgt_out.ne(PAD_ID)
+        torch.testing.assert_close(b[:, :T][real], a[real], rtol=0, atol=1e-5)
+        losses = [label_smoothed_nll(x, c.probe.tgt_out, 0.1)[0] for x, c in ((a, plain), (b, wide))]
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-6, atol=1e-5)
+    cfg = BeamConfig(beam=3, nbest=2)
+    hyps = []
+    for c in (plain, wide):
+        if c.inputs.in_document_order:
+            hyps.append(translate_documents(c.model, [[r["src_ids"] for r in d] for d in c.docs], cfg))
+            hyps[-1] = [h for d in hyps[-1] for h in d]
+        else:
+            hyps.append(beam_search(c.model, c.probe, cfg))
+    for x, y in zip(*hyps):
+        assert [h.tokens for h in x] == [h.tokens for h in y]
+        assert [h.score for h in x] == pytest.approx([h.score for h in y], abs=1e-4)
+
+
+@pytest.mark.parametrize("nbest", [1, 3])
+def test_fixed_shape_beam_search_gives_the_same_hypotheses(case, nbest):
+    """Beam search in fixed shapes (buffers of every position, finished sentences kept unread:
+    what is replayed as a CUDA graph on a GPU) finds what the shrinking search finds."""
+    cfg = BeamConfig(beam=3, nbest=nbest, max_len_b=4)
+    found = []
+    for static in (False, True):
+        c = replace(cfg, static=static)
+        if case.inputs.in_document_order:
+            docs = [[r["src_ids"] for r in d] for d in case.docs]
+            found.append([h for d in translate_documents(case.model, docs, c) for h in d])
+        else:
+            found.append(beam_search(case.model, case.probe, c))
+    assert len(found[0]) == len(found[1]) == case.probe.src.size(0) * (
+        len(case.batches) if case.inputs.in_document_order else 1)
+    for a, b in zip(*found):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
 #: aten ops that read a tensor's values back to the host (or whose output's shape depends on

@@ -26,6 +26,7 @@ rule decode_test:
         batch_size=config["decode"]["batch_size"],
         nbest=config["decode"]["nbest"],
         greedy="--greedy" if config["decode"]["greedy"] else "",
+        static={None: "auto", True: "on", False: "off"}[config["decode"]["static"]],
         mode=config["decode"]["mode"],
         unit=lambda wc: plan.systems[wc.model][1],
         code=lambda wc: plan.model_code(wc.model, "evaluate.decode"),
@@ -38,5 +39,6 @@ rule decode_test:
         " --output {output.hyps:q} --manifest {output.manifest:q}"
         " --beam {params.beam} --lenpen {params.lenpen} --max-len-a {params.max_len_a}"
         " --max-len-b {params.max_len_b} --batch-size {params.batch_size} --nbest {params.nbest}"
-        " {params.greedy} --mode {params.mode} --unit {params.unit} --threads {threads}"
+        " {params.greedy} --static {params.static} --mode {params.mode} --unit {params.unit}"
+        " --threads {threads}"
         " > {log:q} 2>&1"
