@@ -45,7 +45,7 @@ from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
 
 def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
     if args.checkpoint:
-        from pipeline_lib.training.checkpoint import load_model
+        from pipeline_lib.checkpoint import load_model
 
         model, cfg = load_model(args.checkpoint, device=args.device)
     else:

@@ -81,10 +81,10 @@ class CheckpointScorer:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Path, device: str = "cpu") -> "CheckpointScorer":
-        """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.training.checkpoint)."""
+        """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.checkpoint)."""
         import sentencepiece as spm
 
-        from pipeline_lib.training.checkpoint import load_model
+        from pipeline_lib.checkpoint import load_model
 
         model, cfg = load_model(checkpoint, device=device)
         spm_path = Path(checkpoint) / "spm.model"

@@ -80,7 +80,7 @@ real sentences are found from ``doc_src``'s padding.
 * translation: ``src = [<2tgt>] + src_ids + [EOS]``, ``tgt_in = [BOS, <2tgt>] + tgt_ids``,
   ``tgt_out = [<2tgt>] + tgt_ids + [EOS]``; document-level: ``doc_src`` = the tagged source
   sentences of the row's sub-document. Long documents are cut into sub-documents of at most
-  ``max_sentences`` sentences with pipeline_lib.preprocess.noise.split_document (balanced sizes, the split
+  ``max_sentences`` sentences with pipeline_lib.documents.split_document (balanced sizes, the split
   the restoration data uses).
 
 Hypotheses begin with the target tag piece; the decoder strips that first token before

@@ -213,7 +213,7 @@ def test_cli_decodes_checkpoint_and_shards(tmp_path, spm_model):
 
     import pyarrow as pa
 
-    from pipeline_lib.training.checkpoint import save_checkpoint
+    from pipeline_lib.checkpoint import save_checkpoint
     from pipeline_lib.evaluate.decode import main
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))

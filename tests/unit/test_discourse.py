@@ -131,7 +131,7 @@ def test_contrastive_cli_on_a_real_checkpoint(tmp_path):
     model, scored on a Voita-format suite through the CLI; scores match a direct forward pass."""
     import sentencepiece as spm
 
-    from pipeline_lib.training.checkpoint import save_checkpoint
+    from pipeline_lib.checkpoint import save_checkpoint
     from pipeline_lib.models.config import ModelConfig
     from pipeline_lib.models.registry import build_model
 

@@ -29,8 +29,8 @@ from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models.transformer import EncoderOut
-from pipeline_lib.preprocess.noise import split_document
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib.documents import split_document
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import (collate, collate_documents, collate_stream, prepare,
                                         stream_lanes)
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll

@@ -26,7 +26,7 @@ from pipeline_lib.models import MODELS, ModelConfig, Transformer
 from pipeline_lib.models.inputs import ContextRule, ModelInputs, SpecialIds, inputs_for, pad_2d
 from pipeline_lib.models.layers import Attention, AttnKind, Memory, SubLayer
 from pipeline_lib.models.search import BeamConfig, search
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import (DataPosition, LoaderConfig, TrainLoader, collate,
                                         dev_batches)
 from pipeline_lib.training.train import TrainConfig, train
