@@ -37,7 +37,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # noqa: E402
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.evaluate.decode import read_shards, translate_sentences  # noqa: E402
 from pipeline_lib.models.search import BeamConfig, max_output_lengths  # noqa: E402
 from pipeline_lib.models import ModelConfig, build_model  # noqa: E402

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline_lib.batch import Batch  # noqa: E402
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig  # noqa: E402
 from pipeline_lib.models.registry import build_model  # noqa: E402
 from pipeline_lib.training.validation import autocast  # noqa: E402

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
+from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
 from pipeline_lib.layout import ROOT, shared_dir
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

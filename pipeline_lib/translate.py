@@ -31,7 +31,8 @@ from typing import BinaryIO, TextIO
 
 import torch
 
-from pipeline_lib.constants import CKPT_FINAL, CKPT_SPM_FILE
+from pipeline_lib.checkpoint import SPM_FILE as CKPT_SPM_FILE
+from pipeline_lib.layout import CKPT_FINAL
 from pipeline_lib.models.search import BeamConfig
 
 CHECKPOINT_DIR = "checkpoints"
@@ -95,7 +96,7 @@ def layout_from_reader(reader: str, spec: dict, split: str) -> Layout:
     """The source side of ``split`` of a corpus read by a configured reader; documents are
     separated by blank lines in the output."""
     from pipeline_lib.ingest import Limits, reader_module
-    from pipeline_lib.schema import Sentence
+    from pipeline_lib.tables import Sentence
 
     rows = [{"doc_id": s.doc_id, "sent_idx": s.sent_idx, "text": s.src}
             for s in reader_module(reader).read("input", {**spec, "reader": reader}, Limits())
@@ -129,7 +130,7 @@ def check_target(spm_path: Path, inputs, target_lang: str | None) -> None:
         return
     import sentencepiece as spm
 
-    from pipeline_lib.constants import lang_tag
+    from pipeline_lib.vocab import lang_tag
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     piece = lang_tag(target_lang)

@@ -38,7 +38,8 @@ import torch
 from tqdm import tqdm
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.constants import MANIFEST_FILE, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.layout import MANIFEST_FILE
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, inputs_for
 from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
 from pipeline_lib.documents import split_document

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import pyarrow.parquet as pq
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.suites import (check_suite_directions, evaluate_suite, read_suite,
                                             suite_format)
 from pipeline_lib.models.inputs import ModelInputs, inputs_for

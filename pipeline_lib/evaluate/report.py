@@ -45,7 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import atomic_output, write_text
-from pipeline_lib.constants import CKPT_BEST, SIG_MARK, Split
+from pipeline_lib.evaluate.score import SIG_MARK
+from pipeline_lib.layout import CKPT_BEST
+from pipeline_lib.tables import Split
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("report")

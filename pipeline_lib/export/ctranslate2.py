@@ -48,8 +48,9 @@ import numpy as np
 import torch
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.constants import (BOS_ID, CKPT_FINAL, CKPT_MODEL_FILE, CKPT_SPM_FILE, EOS_ID,
-                                    MANIFEST_FILE, PAD_ID, UNK_ID)
+from pipeline_lib.checkpoint import MODEL_FILE as CKPT_MODEL_FILE, SPM_FILE as CKPT_SPM_FILE
+from pipeline_lib.layout import CKPT_FINAL, MANIFEST_FILE
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.manifest import Manifest, sha256_file
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import Attention, FeedForward, Layer

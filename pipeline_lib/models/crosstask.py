@@ -48,7 +48,7 @@ Choices the paper leaves open (all recorded here):
   Eq. 2; padded words get alpha = 0. W_g is a bias-free (2d, d) matrix: an element-wise gate.
 * Pre-norm (``norm_first``): the global encoder ends with its own LayerNorm (new parameter), like
   the sentence encoder. Post-norm (the paper): none.
-* Language tags (Sec. 2.3, after Johnson et al. 2017; pipeline_lib.constants.lang_tag): every
+* Language tags (Sec. 2.3, after Johnson et al. 2017; pipeline_lib.vocab.lang_tag): every
   source and target sentence starts with the tag of the task's *output* language -- ``<2en>`` for Es->En translation, ``<2es>`` for
   restoring Spanish documents -- so the encoder knows the task and the decoder's first token is
   determined (see "Data").
@@ -135,7 +135,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode, EOS_ID, PAD_ID
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import DocumentRule, ModelInputs, SpecialIds, require_special
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, LayerContext, Memory,

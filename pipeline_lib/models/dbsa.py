@@ -105,7 +105,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import NO_HEAD
+from pipeline_lib.vocab import NO_HEAD
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import Attention, AttnKind, LayerContext, cache_append

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import (SOURCE_MEMORY, LayerContext, Memory, decoder_layer,

@@ -47,7 +47,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, EXTRA_DOC_START, NO_HEAD, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode, EXTRA_DOC_START
+from pipeline_lib.vocab import BOS_ID, EOS_ID, NO_HEAD, PAD_ID
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs
 from pipeline_lib.documents import split_document
 

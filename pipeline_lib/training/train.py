@@ -54,8 +54,9 @@ from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import (ATTEMPTS_FILE, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE,
-                                    PAD_ID, DataMode)
+from pipeline_lib.batch import DataMode
+from pipeline_lib.layout import ATTEMPTS_FILE, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib import checkpoint as ckpt

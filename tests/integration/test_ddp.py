@@ -46,7 +46,7 @@ import torch
 import yaml
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode
+from pipeline_lib.batch import DataMode
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.inputs import inputs_for
 from pipeline_lib.models.registry import MODELS, build_model

@@ -14,7 +14,7 @@ import ctranslate2   # the test extra installs it (pyproject.toml)
 import pytest
 import torch
 
-from pipeline_lib.constants import BOS_ID, EOS_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID
 from pipeline_lib.evaluate.decode import read_shards
 from pipeline_lib.export.ctranslate2 import spm_pieces, translate_ids
 from pipeline_lib.manifest import sha256_file

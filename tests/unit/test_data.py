@@ -11,7 +11,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.training.data import DataPosition, LoaderConfig, ShardStream, TrainLoader, dev_batches
 
 WORDS = ("casa perro gato libro agua tierra cielo mar sol luna rio monte arbol flor camino "
@@ -247,7 +247,7 @@ def _inputs(name, spm_model, **extras):
 
 
 def test_context_mode_every_row_once_with_true_context(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, _, spm_model = doc_corpus
     spec = _inputs("doct", spm_model, context_sentences=2)
@@ -277,7 +277,7 @@ def test_context_mode_every_row_once_with_true_context(doc_corpus):
 
 
 def test_context_mode_weighted_and_random(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, _, spm_model = doc_corpus
     spec = _inputs("camn", spm_model, memory_sentences=2, memory_mode="weighted", random_context=True)
@@ -298,7 +298,7 @@ def test_context_mode_weighted_and_random(doc_corpus):
 
 
 def test_stream_mode_lanes_continue_documents(doc_corpus):
-    from pipeline_lib.constants import EXTRA_DOC_START, DataMode
+    from pipeline_lib.batch import DataMode, EXTRA_DOC_START
 
     doc_dir, _, _ = doc_corpus
     cfg = LoaderConfig(max_tokens=60, seed=2, num_workers=2, inputs=_inputs("cache", doc_corpus[2]))
@@ -323,7 +323,7 @@ def test_stream_mode_lanes_continue_documents(doc_corpus):
 
 
 def test_document_mode_subdocuments_and_restoration(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, restore_dir, spm_model = doc_corpus
     spec = _inputs("crosstask", spm_model, max_sentences=3)

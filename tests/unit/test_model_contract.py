@@ -23,7 +23,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode, EXTRA_DOC_SLOT, EXTRA_DOC_START
+from pipeline_lib.vocab import EOS_ID, PAD_ID
 from pipeline_lib.evaluate.decode import translate_documents
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds

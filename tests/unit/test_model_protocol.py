@@ -19,7 +19,8 @@ import sentencepiece as spm
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.decode import decode_file, read_shards
 from pipeline_lib.evaluate.discourse import CheckpointScorer
 from pipeline_lib.models import MODELS, ModelConfig, Transformer
