@@ -38,7 +38,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # noqa: E402
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.evaluate.decode import read_shards, translate_sentences  # noqa: E402
 from pipeline_lib.models.search import BeamConfig, max_output_lengths  # noqa: E402
 from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
@@ -46,7 +46,7 @@ from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
 
 def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
     if args.checkpoint:
-        from pipeline_lib.training.checkpoint import load_model
+        from pipeline_lib.checkpoint import load_model
 
         model, cfg = load_model(args.checkpoint, device=args.device)
     else:

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline_lib.ingest.hygiene import HygieneConfig, clean  # noqa: E402
 from pipeline_lib.manifest import Manifest  # noqa: E402
-from pipeline_lib.schema import Sentence, doc_writer, quarantine_writer  # noqa: E402
+from pipeline_lib.tables import Sentence, doc_writer, quarantine_writer  # noqa: E402
 
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"
 DOC_LEN = 25

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from loader_memory import write_shards  # noqa: E402
 
-from pipeline_lib.constants import PAD_ID  # noqa: E402
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
 from pipeline_lib.models.inputs import SpecialIds  # noqa: E402
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader  # noqa: E402

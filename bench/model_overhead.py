@@ -58,7 +58,7 @@ from loader_memory import VOCAB, write_shards  # noqa: E402
 from train_throughput import Updater  # noqa: E402
 
 from pipeline_lib.batch import Batch  # noqa: E402
-from pipeline_lib.constants import DataMode  # noqa: E402
+from pipeline_lib.batch import DataMode
 from pipeline_lib.evaluate.decode import (translate_documents, translate_sentences,  # noqa: E402
                                           translate_subdocuments)
 from pipeline_lib.models import MODELS, ModelConfig, build_model  # noqa: E402

@@ -30,7 +30,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline_lib.preprocess import bpe, noise  # noqa: E402
-from pipeline_lib.schema import Sentence, doc_writer  # noqa: E402
+from pipeline_lib.tables import Sentence, doc_writer  # noqa: E402
 
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"
 PARSE_SCHEMA = pa.schema([

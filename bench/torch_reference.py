@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.layers import sinusoidal_positions
 from pipeline_lib.models.transformer import Transformer

@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline_lib.batch import Batch  # noqa: E402
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig  # noqa: E402
 from pipeline_lib.models.registry import build_model  # noqa: E402
-from pipeline_lib.training.evaluation import autocast  # noqa: E402
+from pipeline_lib.training.validation import autocast  # noqa: E402
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll  # noqa: E402
 
 LR, WARMUP = 1e-4, 4000

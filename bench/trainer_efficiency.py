@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from train_throughput import Updater  # noqa: E402
 
 from pipeline_lib.batch import Batch  # noqa: E402
-from pipeline_lib.constants import PAD_ID  # noqa: E402
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.training.train import TrainConfig, Trainer  # noqa: E402
 
 SHARDS = ROOT / "results" / "make_shards" / "bible"

@@ -1,4 +1,5 @@
-"""The tensor batch that the data loader builds and every model consumes.
+"""The tensor batch that the data loader builds and every model consumes, and the data modes
+that decide how a loader builds it.
 
 Sentence-level models read ``src``/``tgt_in``/``tgt_out``; context-aware models also read the
 optional fields (left ``None`` when a loader or task does not provide them). Shapes use
@@ -8,9 +9,28 @@ B = batch, S = source length, T = target length, C = context length.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 import torch
+
+
+class DataMode(str, Enum):
+    """What a model reads besides the sentence pair, so the trainer and decoder pick the loader:
+    SENTENCE (transformer, dbsa), CONTEXT (previous source sentences: doct, camn), STREAM
+    (document streams across batches: cache), DOCUMENT (whole sub-documents: crosstask)."""
+
+    SENTENCE = "sentence"
+    CONTEXT = "context"
+    STREAM = "stream"
+    DOCUMENT = "document"
+
+
+# --- Batch.extra keys shared by the data loader, the decoder and the models ---
+EXTRA_DOC_START = "doc_start"   # (B,) bool: row starts a new document (document-stream batches)
+EXTRA_DOC_SLOT = "doc_slot"     # (B,) long: document slot of each row (decode.translate_documents)
+EXTRA_LANE = "lane"             # (B,) long: document stream (lane) of each row (training streams)
+EXTRA_LANES = "lanes"           # int: lanes of the stream a training batch belongs to
 
 
 @dataclass

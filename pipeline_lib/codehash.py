@@ -9,7 +9,7 @@ reaches: a hand-kept list went stale as soon as a module gained an import.
 Only static imports are followed, and a package stands for its ``__init__.py`` alone: the
 places that choose a module by name at run time (the model registry, the ingest readers) are
 where one job's code differs from another's, so the rule names that module itself
-(``Plan.train_code``, ``Plan.ingest_code``) and a job hashes what it runs, not its siblings.
+(``Plan.train_code``, ``pipeline_lib.ingest.code_modules``) and a job hashes what it runs, not its siblings.
 """
 
 from __future__ import annotations

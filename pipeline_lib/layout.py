@@ -18,3 +18,26 @@ def shared_dir(configured: str | Path | None = None) -> Path:
     """Material machines cannot download (UD treebanks under ``ud/``): env ``DOCMT_SHARED``,
     else the configured ``shared_dir``, else the repository's ``third_party/``."""
     return Path(os.environ.get("DOCMT_SHARED") or configured or THIRD_PARTY)
+
+
+# --- file names of stage outputs (results/<rule>/...) ---
+DOCS_FILE = "docs.parquet"
+QUARANTINE_FILE = "quarantine.parquet"
+MANIFEST_FILE = "manifest.json"
+METRICS_FILE = "metrics.jsonl"              # one JSON record per line: step, split, loss, ...
+ATTEMPTS_FILE = "attempts.json"             # every start of a run: attempt, SLURM job, seconds
+CKPT_BEST = "best"      # lowest dev loss; initialises the next job of a two-step recipe
+CKPT_FINAL = "final"    # what decoding and scoring read: the averaged checkpoint, else best
+STANZA_MODEL_FILE = "model.json"    # model descriptor: stanza.Pipeline kwargs + where models came from
+
+# Names that become Snakemake wildcards and file names (corpus keys, model/job names, download
+# entries, discourse suites): no spaces, slashes or shell metacharacters. The config schema uses
+# the same expression (tests/unit/test_config_schema.py checks that they agree).
+# Match it whole (re.fullmatch): "$" alone also matches before a trailing newline. At most
+# NAME_MAX_LEN characters, so that every file name built from one stays within NAME_MAX (255).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+NAME_MAX_LEN = 100
+
+# An evaluated system "<model>_sent": a document model decoded sentence by sentence (decode.smk);
+# it has no training job of its own (plan.systems maps it to <model>, for the report too).
+SENT_SUFFIX = "_sent"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
+from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
 from pipeline_lib.layout import ROOT, shared_dir
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -169,27 +169,6 @@ class Plan:
     @property
     def test_splits(self) -> list[str]:
         return list(self.config["score"]["test_splits"])
-
-    def ingest_inputs(self, corpus: str) -> list[str]:
-        """The raw files a corpus's reader reads: changing one reruns only that corpus's
-        ingestion. A downloaded corpus stands behind its download manifest (rule
-        download_corpus). Reader modules import their own libraries lazily, so this is cheap."""
-        from pipeline_lib.ingest import reader_module
-
-        spec = self.config["corpora"][corpus]
-        if spec.get("download"):
-            return [self.resource("corpora", spec["download"], "manifest.json")]
-        return reader_module(spec["reader"]).input_files(spec)
-
-    def ingest_code(self, corpus: str) -> str:
-        """Code hash of a corpus's ingestion: the shared reading code and its own reader, or
-        a union's readers (the ingest CLI picks readers by name at run time, which code_hash
-        does not follow)."""
-        from pipeline_lib.ingest import READERS
-
-        spec = self.config["corpora"][corpus]
-        readers = {spec["reader"], *(p["reader"] for p in spec.get("parts") or [])}
-        return code_hash("ingest.__main__", *(f"ingest.{READERS[r]}" for r in sorted(readers)))
 
     @property
     def head_corpora(self) -> list[str]:

@@ -1,11 +1,241 @@
-"""``python -m pipeline_lib.translate``: the user-facing name of
-:mod:`pipeline_lib.evaluate.translate` (also the ``translate`` console script), beside
-``python -m pipeline_lib.export``; the code lives with the evaluation stage it shares its
-decoding with."""
+"""``translate``: any trained model on a text of one's own, documents in, documents out.
 
+``python -m pipeline_lib.translate results/train_model/doct < my.txt > my.en`` (also the
+``translate`` console script). The model is a training job's folder (its ``checkpoints/final``,
+what the pipeline's own evaluation reads; ``--weights best|averaged|last`` picks another) or a
+checkpoint folder; its own ``spm.model`` encodes and decodes.
+
+Input (a file, or stdin with ``-``): plain text, one sentence per line, in documents separated by
+blank lines (the default), by lines holding only ``--doc-separator`` (e.g. ``<d>``, the Maruf et
+al. 2019 releases), or given by ``--docids FILE`` (one document id per line). ``--reader NAME
+--spec JSON`` reads any configured corpus format instead (``pipeline_lib.ingest``: the source side
+of ``--split``). Output: one line per input line, the same separators in the same places (for a
+reader, documents separated by blank lines); with ``--nbest K`` > 1, K lines ``i ||| hypothesis
+||| score`` per sentence (i = its 0-based number in the input), as Moses writes n-best lists.
+
+The model's inputs are built exactly as in training and test-set decoding
+(pipeline_lib.evaluate.decode.translate_rows): context models read their previous source
+sentences, document-level models their sub-document (``--unit sentence`` for sentences alone),
+models with translation history are decoded document by document, in order. So for the same
+input, the hypotheses equal what rule ``decode_test`` writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, TextIO
 
-from pipeline_lib.evaluate.translate import main
+import torch
+
+from pipeline_lib.checkpoint import SPM_FILE as CKPT_SPM_FILE
+from pipeline_lib.layout import CKPT_FINAL
+from pipeline_lib.models.search import BeamConfig
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+class TranslateError(ValueError):
+    """Input or model that cannot be translated; the message says what and where."""
+
+
+@dataclass
+class Layout:
+    """The input's lines: sentences (with their document and position) and separator lines,
+    so that the output keeps every line where it was."""
+
+    lines: list[str | None]            # a separator line's own text, None for a sentence
+    rows: list[dict]                   # doc_id, sent_idx, text: one per sentence line
+
+
+def read_text(stream: BinaryIO, name: str) -> list[str]:
+    """The lines of a UTF-8 byte stream (no line ends); an undecodable line is an error naming
+    it (decoded line by line, so the message gives the line, not just a byte offset)."""
+    lines = stream.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as e:
+            raise TranslateError(f"{name}:{n}: not UTF-8 ({e.reason} at byte {e.start}); "
+                                 "convert the file first, e.g. iconv -t UTF-8") from None
+    return out
+
+
+def layout_from_lines(lines: list[str], separator: str = "",
+                      docids: list[str] | None = None) -> Layout:
+    """Sentences grouped into documents by separator lines, or by ``docids`` (one per line)."""
+    if docids is not None:
+        if len(docids) != len(lines):
+            raise TranslateError(f"--docids has {len(docids)} lines but the input has "
+                                 f"{len(lines)}: they must be line-aligned")
+        rows, seen = [], {}
+        for doc, text in zip(docids, lines):
+            rows.append({"doc_id": doc, "sent_idx": seen.get(doc, 0), "text": text})
+            seen[doc] = seen.get(doc, 0) + 1
+        return Layout([None] * len(lines), rows)
+    layout, doc, idx = Layout([], []), 0, 0
+    for text in lines:
+        if text.strip() == separator:
+            layout.lines.append(text)
+            if idx:
+                doc, idx = doc + 1, 0
+            continue
+        layout.lines.append(None)
+        layout.rows.append({"doc_id": f"d{doc}", "sent_idx": idx, "text": text})
+        idx += 1
+    return layout
+
+
+def layout_from_reader(reader: str, spec: dict, split: str) -> Layout:
+    """The source side of ``split`` of a corpus read by a configured reader; documents are
+    separated by blank lines in the output."""
+    from pipeline_lib.ingest import Limits, reader_module
+    from pipeline_lib.tables import Sentence
+
+    rows = [{"doc_id": s.doc_id, "sent_idx": s.sent_idx, "text": s.src}
+            for s in reader_module(reader).read("input", {**spec, "reader": reader}, Limits())
+            if isinstance(s, Sentence) and s.split == split]
+    if not rows:
+        raise TranslateError(f"reader {reader}: no sentence in split {split!r}")
+    lines: list[str | None] = []
+    for k, r in enumerate(rows):
+        if k and r["doc_id"] != rows[k - 1]["doc_id"]:
+            lines.append("")
+        lines.append(None)
+    return Layout(lines, rows)
+
+
+def resolve_checkpoint(model: Path, weights: str) -> Path:
+    """A checkpoint folder: ``model`` itself, or ``model/checkpoints/<weights>`` of a job folder."""
+    from pipeline_lib.checkpoint import resolve_checkpoint as resolve
+
+    for candidate in (model, model / CHECKPOINT_DIR / weights):
+        found = resolve(candidate)
+        if found is not None:
+            return found
+    raise TranslateError(f"{model}: no checkpoint there nor in {model / CHECKPOINT_DIR / weights} "
+                         "(a training job's folder, results/train_model/<job>, or a checkpoint "
+                         "folder with model.pt and config.yaml)")
+
+
+def check_target(spm_path: Path, inputs, target_lang: str | None) -> None:
+    """A requested output language must be the one the model's tag says (multi-task models)."""
+    if target_lang is None:
+        return
+    import sentencepiece as spm
+
+    from pipeline_lib.vocab import lang_tag
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+    piece = lang_tag(target_lang)
+    if sp.piece_to_id(piece) == sp.unk_id():
+        raise TranslateError(f"--target-lang {target_lang}: the model knows no tag {piece} "
+                             f"(its vocabulary {spm_path})")
+    if inputs.tag is not None and sp.id_to_piece(inputs.tag) != piece:
+        raise TranslateError(f"--target-lang {target_lang}: the model translates into "
+                             f"{sp.id_to_piece(inputs.tag)}, not {piece}")
+
+
+def write_output(out: TextIO, layout: Layout, translations, nbest: int) -> None:
+    it = iter(translations)
+    k = 0
+    for line in layout.lines:
+        if line is not None:
+            out.write(line + "\n")
+            continue
+        t = next(it)
+        if nbest > 1:
+            out.writelines(f"{k} ||| {h} ||| {s:.4f}\n" for h, s in zip(t.hyps, t.scores))
+        else:
+            out.write(t.hyps[0] + "\n")
+        k += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("model", type=Path, help="results/train_model/<job> or a checkpoint folder")
+    ap.add_argument("--input", "-i", default="-", help="text file, '-' = stdin")
+    ap.add_argument("--output", "-o", default="-", help="text file, '-' = stdout")
+    ap.add_argument("--weights", default=CKPT_FINAL, choices=[CKPT_FINAL, "best", "averaged", "last"],
+                    help="checkpoint of a job folder (default: what the pipeline evaluates)")
+    ap.add_argument("--doc-separator", default="", help="line that separates documents ('' = blank)")
+    ap.add_argument("--docids", type=Path, help="one document id per input line")
+    ap.add_argument("--reader", help="read --input with this corpus reader (pipeline_lib.ingest)")
+    ap.add_argument("--spec", default="{}", help="the reader's keys as JSON (its splits entry)")
+    ap.add_argument("--split", default="test", help="split of --reader's corpus to translate")
+    ap.add_argument("--unit", choices=["document", "sentence"], default="document",
+                    help="document-level models: with the sub-document, or each sentence alone")
+    ap.add_argument("--target-lang", help="refuse a model that does not translate into it")
+    d = BeamConfig()
+    ap.add_argument("--beam", type=int, default=d.beam)
+    ap.add_argument("--lenpen", type=float, default=d.lenpen)
+    ap.add_argument("--max-len-a", type=float, default=d.max_len_a)
+    ap.add_argument("--max-len-b", type=int, default=d.max_len_b)
+    ap.add_argument("--batch-size", type=int, default=d.batch_size)
+    ap.add_argument("--nbest", type=int, default=d.nbest)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    a = ap.parse_args(argv)
+    try:
+        return translate(a)
+    except (TranslateError, FileNotFoundError, ValueError) as e:
+        print(f"translate: {e}", file=sys.stderr)
+        return 2
+
+
+def translate(a: argparse.Namespace) -> int:
+    import sentencepiece as spm
+
+    from pipeline_lib.evaluate.decode import translate_rows
+    from pipeline_lib.models.inputs import inputs_for
+    from pipeline_lib.checkpoint import load_model, read_config
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    cfg = BeamConfig(beam=a.beam, lenpen=a.lenpen, max_len_a=a.max_len_a, max_len_b=a.max_len_b,
+                     batch_size=a.batch_size, nbest=a.nbest)
+    checkpoint = resolve_checkpoint(a.model, a.weights)
+    spm_path = checkpoint / CKPT_SPM_FILE
+    if a.reader:
+        layout = layout_from_reader(a.reader, json.loads(a.spec), a.split)
+    else:
+        name = "stdin" if a.input == "-" else a.input
+        if a.input == "-":
+            lines = read_text(sys.stdin.buffer, name)
+        else:
+            with open(a.input, "rb") as f:
+                lines = read_text(f, name)
+        docids = None
+        if a.docids is not None:
+            with open(a.docids, "rb") as f:
+                docids = read_text(f, str(a.docids))
+        layout = layout_from_lines(lines, a.doc_separator, docids)
+    model, _ = load_model(checkpoint, device=a.device)
+    inputs = inputs_for(model, spm_path)
+    check_target(spm_path, inputs, a.target_lang)
+    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+    rows = [{**r, "src_ids": sp.encode(r["text"])} for r in layout.rows]
+    seed = int(read_config(checkpoint).get("train", {}).get("seed", 1))
+    translations, _ = translate_rows(model, rows, cfg, spm_path, a.device,
+                                     inputs.in_document_order, a.unit, seed,
+                                     progress=sys.stderr.isatty())
+    # translate_rows answers in document order; the layout lists rows in input order
+    by_key = {(t.doc_id, t.sent_idx): t for t in translations}
+    ordered = [by_key[(r["doc_id"], r["sent_idx"])] for r in layout.rows]
+    if a.output == "-":
+        write_output(sys.stdout, layout, ordered, a.nbest)
+    else:
+        with open(a.output, "w", encoding="utf-8") as f:
+            write_output(f, layout, ordered, a.nbest)
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

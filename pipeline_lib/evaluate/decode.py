@@ -38,10 +38,11 @@ import torch
 from tqdm import tqdm
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.constants import MANIFEST_FILE, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.layout import MANIFEST_FILE
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, inputs_for
 from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
-from pipeline_lib.preprocess.noise import split_document
+from pipeline_lib.documents import split_document
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +267,7 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.training.checkpoint import load_model, read_config, resolve_checkpoint
+    from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
     from pipeline_lib.manifest import Manifest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])

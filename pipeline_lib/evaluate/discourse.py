@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import pyarrow.parquet as pq
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.suites import (check_suite_directions, evaluate_suite, read_suite,
                                             suite_format)
 from pipeline_lib.models.inputs import ModelInputs, inputs_for
@@ -81,10 +82,10 @@ class CheckpointScorer:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Path, device: str = "cpu") -> "CheckpointScorer":
-        """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.training.checkpoint)."""
+        """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.checkpoint)."""
         import sentencepiece as spm
 
-        from pipeline_lib.training.checkpoint import load_model
+        from pipeline_lib.checkpoint import load_model
 
         model, cfg = load_model(checkpoint, device=device)
         spm_path = Path(checkpoint) / "spm.model"

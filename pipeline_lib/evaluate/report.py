@@ -45,7 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import atomic_output, write_text
-from pipeline_lib.constants import CKPT_BEST, SIG_MARK, Split
+from pipeline_lib.evaluate.score import SIG_MARK
+from pipeline_lib.layout import CKPT_BEST
+from pipeline_lib.tables import Split
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("report")
@@ -318,7 +320,6 @@ def bleu_table(scores: dict) -> Table:
     """Every system's BLEU with its 95 % bootstrap interval, against the baseline and against
     its matched control, each with the paired bootstrap's p-value."""
     base = scores["baseline"]
-    controls = scores.get("controls") or {}
     level = scores["config"]["significance_level"]
     t = Table("BLEU with 95 % intervals",
               ["Test set", "System", "BLEU", "95 % interval", "Δ baseline", "p",

@@ -33,10 +33,13 @@ import pyarrow.parquet as pq
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest, Result
 
-from pipeline_lib.constants import ALL_TEST_SETS
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("score")
+
+
+ALL_TEST_SETS = "All"       # the concatenation of every test set in the results table
+SIG_MARK = "†"              # significantly different from the baseline (paired bootstrap)
 
 
 @dataclass(frozen=True)

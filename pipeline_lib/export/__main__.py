@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline_lib.constants import CKPT_FINAL
+from pipeline_lib.layout import CKPT_FINAL
 
 
 def main(argv: Sequence[str] | None = None) -> int:

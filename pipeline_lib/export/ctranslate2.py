@@ -48,16 +48,16 @@ import numpy as np
 import torch
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.constants import (BOS_ID, CKPT_FINAL, CKPT_MODEL_FILE, CKPT_SPM_FILE, EOS_ID,
-                                    MANIFEST_FILE, PAD_ID, UNK_ID)
+from pipeline_lib.checkpoint import MODEL_FILE as CKPT_MODEL_FILE, SPM_FILE as CKPT_SPM_FILE
+from pipeline_lib.layout import CKPT_FINAL, MANIFEST_FILE
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.manifest import Manifest, sha256_file
 from pipeline_lib.models.config import ModelConfig
-from pipeline_lib.models.dbsa import DependencyTransformer, parse_layer_index
 from pipeline_lib.models.layers import Attention, FeedForward, Layer
-from pipeline_lib.models.registry import MODELS
+from pipeline_lib.models.registry import MODELS, build_model
 from pipeline_lib.models.search import BeamConfig, max_output_lengths
 from pipeline_lib.models.transformer import Transformer
-from pipeline_lib.training.checkpoint import load_model, read_config, resolve_checkpoint
+from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
 
 CHECKPOINTS = (CKPT_FINAL, "averaged", "best", "last")   # names under <job>/checkpoints/
 LAYER_NORM_EPS = 1e-5                                     # torch.nn.LayerNorm's default
@@ -79,25 +79,15 @@ def find_checkpoint(source: Path, which: str = CKPT_FINAL) -> Path:
 
 
 def check_exportable(cfg: ModelConfig) -> None:
-    """Refuse every model whose decoding a TransformerSpec cannot reproduce (module docstring)."""
-    cls = MODELS.get(cfg.name)
-    if cls is Transformer:
-        return
-    if cls is DependencyTransformer:
-        extras = cfg.extras
-        enc = parse_layer_index(int(extras.get("parse_layer_enc", 4)), cfg.enc_layers) + 1
-        dec = parse_layer_index(int(extras.get("parse_layer_dec", 4)), cfg.dec_layers) + 1
-        raise ExportError(
-            f"dbsa: not exportable to CTranslate2: its parse heads change decoding. The last head "
-            f"of encoder layer {enc} and of decoder layer {dec} attends with bi-affine scores "
-            "softmax(Q U1 K^T + K u2) without 1/sqrt(d_head) at inference too, which CTranslate2's "
-            "multi-head attention cannot express; translate it with pipeline_lib.evaluate.translate")
-    what = (cls.__doc__ or "").strip().split("\n")[0] if cls is not None else "not a registered model"
-    raise ExportError(
-        f"{cfg.name}: not exportable to CTranslate2: a context-aware model ({what}) reads more "
-        "than the sentence, and CTranslate2's TransformerSpec translates sentences alone; only the "
-        "sentence-level 'transformer' is exported (translate this one with "
-        "pipeline_lib.evaluate.translate)")
+    """Refuse every model whose decoding a TransformerSpec cannot reproduce: the model says
+    whether and how it departs from the sentence-level Transformer (module docstring)."""
+    if cfg.name not in MODELS:
+        raise ExportError(f"{cfg.name}: not exportable to CTranslate2: not a registered model")
+    departure = build_model(cfg).translation_departure()
+    if departure is not None:
+        raise ExportError(f"{cfg.name}: not exportable to CTranslate2: {departure}; only the "
+                          "sentence-level 'transformer' is exported (translate this one with "
+                          "pipeline_lib.translate)")
 
 
 def _array(t: torch.Tensor) -> np.ndarray:

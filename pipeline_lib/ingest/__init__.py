@@ -62,3 +62,13 @@ def reader_module(reader: str) -> ModuleType:
         return importlib.import_module(f"{__name__}.{READERS[reader]}")
     except KeyError:
         raise SpecError(f"unknown reader {reader!r}; known: {sorted(READERS)}") from None
+
+
+def code_modules(spec: dict) -> list[str]:
+    """The modules ``python -m pipeline_lib.ingest`` runs for corpus entry ``spec`` (dotted,
+    below ``pipeline_lib``): the CLI and the entry's reader, or a union's readers. Its rule's
+    code hash follows them; the CLI picks readers by name at run time, which the hash does not
+    follow, and another corpus's reader is none of this one's business."""
+    readers = {spec["reader"], *(p["reader"] for p in spec.get("parts") or [])}
+    return ["ingest.__main__", *(f"ingest.{READERS[r]}" for r in sorted(readers))]
+

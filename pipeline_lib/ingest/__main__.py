@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline_lib.atomic import scratch_dir
-from pipeline_lib.constants import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
-                                    QUARANTINE_FILE, Split)
+from pipeline_lib.layout import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
+                                 QUARANTINE_FILE)
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
 from pipeline_lib.ingest.hygiene import HygieneConfig, clean
 from pipeline_lib.ingest.lines import ALLOW_EMPTY, check_input, counting_repairs
 from pipeline_lib.ingest.union import parts as union_parts
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.schema import Rejected, Sentence, doc_writer, quarantine_writer
+from pipeline_lib.tables import Rejected, Sentence, doc_writer, quarantine_writer
 
 log = logging.getLogger("ingest")
 

@@ -43,12 +43,13 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason, Split
+from pipeline_lib.ingest.reasons import IngestReason
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import Limits, SpecError
 from pipeline_lib.ingest.lines import (COUNT, PATHS, Segment, Text, as_list, emit_document,
                                        fault_of, file_label, normalize, read_lines, reject,
                                        splits)
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS, REQUIRED = {"file": PATHS, "max_pairs": COUNT}, ("file",)
 PARALLEL = (Split.TRAIN, Split.DEV, Split.TEST)

@@ -57,11 +57,11 @@ from pathlib import Path
 from typing import Iterator
 
 
-from pipeline_lib.constants import Split
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits, SpecError
 from pipeline_lib.ingest.osis import clean_osis, normalise_chapter_opening, usual_casing
 from pipeline_lib.ingest.sword_modules import find_module, library_dirs, module_files
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 log = logging.getLogger("ingest.bible")
 

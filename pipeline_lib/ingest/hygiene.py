@@ -62,9 +62,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from pipeline_lib.constants import HygieneReason, Split
+from pipeline_lib.ingest.reasons import HygieneReason
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, SpecError
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 log = logging.getLogger("ingest")
 

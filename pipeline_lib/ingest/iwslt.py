@@ -33,12 +33,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason
+from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import InputError, Limits, SpecError
 from pipeline_lib.ingest.lines import (PATHS, Segment, Text, as_list, emit_document, fault_of,
                                        normalize, read_lines, reject_all, reject_sides, splits)
 from pipeline_lib.ingest.markup import align, read_docs, reference_fault, unescape
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 HEADER = re.compile(r"^\s*<(/?)(doc|url|keywords|speaker|talkid|title|description|reviewer|"
                     r"translator)\b[^>]*>(.*?)(?:</\2>)?\s*$", re.IGNORECASE)

@@ -39,7 +39,7 @@ from pipeline_lib.ingest.lines import (ENCODING, PATHS, REFS, as_list, emit_docu
                                        file_label, splits)
 from pipeline_lib.ingest.markup import align, read_docs
 from pipeline_lib.ingest.plaintext import read_aligned, segment
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS = {"ldc_doc": {"src": PATHS, "tgt": REFS, "src_encoding": ENCODING},
         "ldc_sent": {"src": PATHS, "tgt": PATHS}}

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from pipeline_lib.constants import IngestReason, IngestRepair, Split
+from pipeline_lib.ingest.reasons import IngestReason, IngestRepair
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits, SpecError
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 STAGE = "ingest"
 log = logging.getLogger("ingest")

@@ -29,12 +29,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason
+from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import InputError, Limits
 from pipeline_lib.ingest.lines import (CONTROL, MAX_LINE_BYTES, STAGE, Fault, Line, Segment, Text,
                                        emit_document, fault_of, normalize, read_lines, reject_all,
                                        reject_sides)
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 TAG = re.compile(r"<(/?)([A-Za-z][\w.:-]*)((?:\s[^<>]*)?)/?>")
 ATTR = re.compile(r"""([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason, Split
+from pipeline_lib.ingest.reasons import IngestReason
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import Limits
 from pipeline_lib.ingest.lines import (PATH, PATHS, TEXT, TEXTS, Segment, emit_document, expand,
                                        reject_all, splits)
 from pipeline_lib.ingest.markup import empty_document, read_docs
 from pipeline_lib.ingest.plaintext import read_separated
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS = {"mono_sgml": {"src": PATHS, "doc_types": TEXTS}, "mono_text": {"src": PATH, "doc_separator": TEXT}}
 

@@ -36,12 +36,12 @@ from __future__ import annotations
 from itertools import groupby, zip_longest
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason
+from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import InputError, Limits, SpecError
 from pipeline_lib.ingest.lines import (PATH, TEXT, Line, Segment, emit_document, file_label,
                                        read_lines, reject, reject_all, reject_sides, splits,
                                        text_of)
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS, REQUIRED = {"src": PATH, "tgt": PATH, "docids": PATH, "doc_separator": TEXT}, ("src", "tgt")
 

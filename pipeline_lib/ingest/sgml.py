@@ -26,7 +26,7 @@ from typing import Iterator
 from pipeline_lib.ingest import Limits
 from pipeline_lib.ingest.lines import PATH, PATHS, as_list, splits
 from pipeline_lib.ingest.markup import align, read_docs, sets_of
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS, REQUIRED = {"src": PATH, "tgt": PATHS}, ("src", "tgt")
 

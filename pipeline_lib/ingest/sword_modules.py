@@ -94,9 +94,9 @@ def _data_path(conf: Path, lib: Path) -> Path | None:
 
 def download_module(module: str, dest: Path, base_url: str, timeout: float = 60.0,
                     retries: int = 3) -> Path:
-    """Fetch ``<base_url>/<module>.zip`` (pipeline_lib.ingest.download: retries, resume, safe
+    """Fetch ``<base_url>/<module>.zip`` (pipeline_lib.fetch: retries, resume, safe
     extraction) and unpack it into the library ``dest``."""
-    from pipeline_lib.ingest.download import DownloadError, UnsafeArchiveError, extract, fetch
+    from pipeline_lib.fetch import DownloadError, UnsafeArchiveError, extract, fetch
 
     url = f"{base_url.rstrip('/')}/{module}.zip"
     dest.mkdir(parents=True, exist_ok=True)

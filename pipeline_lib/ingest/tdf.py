@@ -32,12 +32,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason, Split
+from pipeline_lib.ingest.reasons import IngestReason
+from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits
 from pipeline_lib.ingest.lines import (PATHS, Segment, Text, emit_document, expand, fault_of,
                                        normalize, read_lines, reject, reject_all, reject_sides,
                                        splits)
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS, REQUIRED = {"src": PATHS, "tgt": PATHS}, ("src", "tgt")
 PARALLEL = (Split.TRAIN, Split.DEV, Split.TEST)

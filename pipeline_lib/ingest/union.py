@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from pipeline_lib.constants import IngestReason
+from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import Limits, SpecError, reader_module
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 READER = "union"
 

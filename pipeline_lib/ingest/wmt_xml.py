@@ -28,12 +28,12 @@ from __future__ import annotations
 from typing import Iterator
 from xml.parsers import expat
 
-from pipeline_lib.constants import IngestReason, IngestRepair
+from pipeline_lib.ingest.reasons import IngestReason, IngestRepair
 from pipeline_lib.ingest import InputError, Limits
 from pipeline_lib.ingest.lines import (MAX_LINE_BYTES, PATH, SNIFF_BYTES, TEXTS, Fault,
                                        check_encoding, normalize, note_repair, open_input, splits)
 from pipeline_lib.ingest.markup import Doc, Seg, align, control_reference
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 KEYS = {"src": PATH, "translators": TEXTS}
 # expat errors that mean the input stopped before the document did

@@ -108,8 +108,8 @@ import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import (BOS_ID, EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, EXTRA_LANE,
-                                    EXTRA_LANES, PAD_ID, DataMode)
+from pipeline_lib.batch import DataMode, EXTRA_DOC_SLOT, EXTRA_DOC_START, EXTRA_LANE, EXTRA_LANES
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import LayerContext

@@ -48,7 +48,7 @@ Choices the paper leaves open (all recorded here):
   Eq. 2; padded words get alpha = 0. W_g is a bias-free (2d, d) matrix: an element-wise gate.
 * Pre-norm (``norm_first``): the global encoder ends with its own LayerNorm (new parameter), like
   the sentence encoder. Post-norm (the paper): none.
-* Language tags (Sec. 2.3, after Johnson et al. 2017; pipeline_lib.constants.lang_tag): every
+* Language tags (Sec. 2.3, after Johnson et al. 2017; pipeline_lib.vocab.lang_tag): every
   source and target sentence starts with the tag of the task's *output* language -- ``<2en>`` for Es->En translation, ``<2es>`` for
   restoring Spanish documents -- so the encoder knows the task and the decoder's first token is
   determined (see "Data").
@@ -89,7 +89,7 @@ is a query (Q = B).
 * translation: ``src = [<2tgt>] + src_ids + [EOS]``, ``tgt_in = [BOS, <2tgt>] + tgt_ids``,
   ``tgt_out = [<2tgt>] + tgt_ids + [EOS]``; document-level: ``doc_src`` = the tagged source
   sentences of the row's sub-document. Long documents are cut into sub-documents of at most
-  ``max_sentences`` sentences with pipeline_lib.preprocess.noise.split_document (balanced sizes, the split
+  ``max_sentences`` sentences with pipeline_lib.documents.split_document (balanced sizes, the split
   the restoration data uses).
 
 Hypotheses begin with the target tag piece; the decoder strips that first token before
@@ -144,7 +144,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode, EOS_ID, PAD_ID
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import DocumentRule, ModelInputs, SpecialIds, require_special
 from pipeline_lib.models.layers import (SOURCE_MEMORY, Attention, AttnKind, LayerContext, Memory,

@@ -105,7 +105,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import NO_HEAD
+from pipeline_lib.vocab import NO_HEAD
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import (Attention, AttnKind, LayerContext, cache_append,
@@ -253,6 +253,13 @@ class DependencyTransformer(Transformer):
     def inputs(self, special: SpecialIds | None) -> ModelInputs:
         """Sentence pairs with their subword dependency heads (the Data section)."""
         return ModelInputs(heads=True)
+
+    def translation_departure(self) -> str:
+        """The parse heads stay in the network at inference (Sec. 3.1, Eq. 4-5)."""
+        return (f"its parse heads change decoding: the last head of encoder layer "
+                f"{self.parse_enc_index + 1} and of decoder layer {self.parse_dec_index + 1} "
+                "attends with bi-affine scores softmax(Q U1 K^T + K u2) without 1/sqrt(d_head) at "
+                "inference too, which a standard multi-head attention cannot express")
 
     @property
     def parse_enc(self) -> DependencyAttention:

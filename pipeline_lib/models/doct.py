@@ -81,7 +81,8 @@ import torch
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import DataMode, PAD_ID
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.models.config import ModelConfig, parse_extras
 from pipeline_lib.models.inputs import (ModelInputs, PreviousSentences, SpecialIds,
                                         require_special)

@@ -10,7 +10,7 @@ model with a new kind of context means writing its :class:`ContextRule` (or
 
 What a ``ModelInputs`` declares:
 
-* ``mode`` (:class:`~pipeline_lib.constants.DataMode`): the shape of the data: sentence pairs,
+* ``mode`` (:class:`~pipeline_lib.batch.DataMode`): the shape of the data: sentence pairs,
   pairs with a context built from their source document (CONTEXT), document streams whose rows
   continue across batches (STREAM), or whole sub-documents (DOCUMENT);
 * ``context``: a :class:`ContextRule` (CONTEXT mode): each row's context from its document, and
@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, MASK_TOKEN, PAD_ID, SENT_BREAK, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, MASK_TOKEN, PAD_ID, SENT_BREAK
 
 _TAG = re.compile(r"^<2[^>]+>$")
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass(frozen=True)

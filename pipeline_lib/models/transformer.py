@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.layers import (SOURCE_MEMORY, STATIC, LayerContext, Memory, StaticSteps,
@@ -170,6 +170,15 @@ class Transformer(nn.Module):
         the baseline reads sentence pairs only. ``special``: the piece ids of its sentencepiece
         model (None when it has none)."""
         return ModelInputs()
+
+    def translation_departure(self) -> str | None:
+        """How this model translates differently from the sentence-level Transformer (None: it
+        does not). Engines that run only that Transformer (the CTranslate2 export) ask the model
+        instead of knowing every model: a model whose decoding changes says how here."""
+        if type(self) is Transformer:
+            return None
+        what = (type(self).__doc__ or type(self).__name__).strip().split("\n")[0].rstrip(".")
+        return f"{what}: it translates with more than the sentence-level Transformer computes"
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

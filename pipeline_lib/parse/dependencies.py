@@ -33,7 +33,7 @@ deprels     list<string>  dependency relation per word
 ``quarantine.parquet`` (QUARANTINE_SCHEMA, stage ``parse_corpus``; ``origin_file`` is
 ``src``/``tgt`` plus the docs.parquet origin, ``record`` the sentence text) holds sentences that are
 empty, too long (``parse.max_words``), that stanza cannot parse, or whose parse is not a tree
-(reasons: pipeline_lib.constants.ParseReason). ``manifest.json`` counts them per side and split.
+(reasons: :class:`ParseReason`). ``manifest.json`` counts them per side and split.
 
 Which rows are parsed: the splits in ``parse.splits`` (default train and dev), each capped at its
 first ``parse.max_sentences_per_split`` rows in document order (null = all). The cap exists for
@@ -62,6 +62,7 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Sequence
 
@@ -69,9 +70,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.constants import MANIFEST_FILE, QUARANTINE_FILE, ParseReason
+from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.schema import Rejected, quarantine_writer
+from pipeline_lib.tables import Rejected, quarantine_writer
 from pipeline_lib.parse.stanza_models import load_pipeline
 
 log = logging.getLogger("parse")
@@ -100,6 +101,15 @@ _SCRIPT_RUN = re.compile(r"[\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\u3
                          r"|[\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]+"
                          r"|[^\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3041-\u30ff"
                          r"\u31f0-\u31ff\uff66-\uff9f]+")
+
+
+class ParseReason(str, Enum):
+    """Why the parse stage quarantined a sentence (quarantine ``reason`` column, manifest keys)."""
+
+    EMPTY = "empty_sentence"           # no token after tokenisation
+    TOO_LONG = "too_long"              # more words than parse.max_words (parsing is quadratic)
+    PARSE_FAILED = "parse_failed"      # stanza raised on this sentence alone
+    INVALID_TREE = "invalid_tree"      # not exactly one root, or a head out of range
 
 
 def tokenize(text: str) -> list[str]:

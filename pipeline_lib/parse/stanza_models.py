@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline_lib.atomic import write_text
-from pipeline_lib.constants import MANIFEST_FILE, STANZA_MODEL_FILE
-from pipeline_lib.ingest.download import DownloadError, fetch
+from pipeline_lib.layout import MANIFEST_FILE, STANZA_MODEL_FILE
+from pipeline_lib.fetch import DownloadError, fetch
 from pipeline_lib.layout import shared_dir
 from pipeline_lib.manifest import Manifest
 

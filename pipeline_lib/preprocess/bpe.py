@@ -3,7 +3,7 @@
 ``python -m pipeline_lib.preprocess.bpe train --docs a/docs.parquet [b/docs.parquet ...] --out-dir D``
   trains one model on the **training split only** (plus ``mono`` documents when present) of every
   corpus, so that dev/test text never shapes the vocabulary. Ids are fixed to
-  pad=0 unk=1 bos=2 eos=3 (pipeline_lib.constants) and every symbol a model needs
+  pad=0 unk=1 bos=2 eos=3 (pipeline_lib.vocab) and every symbol a model needs
   (``<mask1>``, ``<mask2>``, language tags, ``####``, ``<doc>``) is a user-defined symbol, i.e.
   always exactly one piece.
 
@@ -49,10 +49,12 @@ import pyarrow.parquet as pq
 import sentencepiece as spm
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.constants import (BOS_ID, DOC_SEP, EOS_ID, MANIFEST_FILE, MASK_GAP, MASK_TOKEN,
-                                    PAD_ID, QUARANTINE_FILE, SENT_BREAK, UNK_ID, Split, lang_tag)
+from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
+from pipeline_lib.tables import Split
+from pipeline_lib.vocab import (BOS_ID, DOC_SEP, EOS_ID, MASK_GAP, MASK_TOKEN, PAD_ID, SENT_BREAK,
+                                UNK_ID, lang_tag)
 from pipeline_lib.manifest import Manifest, sha256_file
-from pipeline_lib.schema import Rejected, quarantine_writer
+from pipeline_lib.tables import Rejected, quarantine_writer
 from pipeline_lib.preprocess.subword_heads import project_heads
 
 log = logging.getLogger("bpe")

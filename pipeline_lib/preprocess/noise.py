@@ -65,7 +65,10 @@ from sentencepiece import sentencepiece_model_pb2
 
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import stream_batches
-from pipeline_lib.constants import MANIFEST_FILE, MASK_GAP, MASK_TOKEN, Split
+from pipeline_lib.layout import MANIFEST_FILE
+from pipeline_lib.tables import Split
+from pipeline_lib.vocab import MASK_GAP, MASK_TOKEN
+from pipeline_lib.documents import split_document
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("noise")
@@ -130,20 +133,6 @@ class Vocab:
                 raise ValueError(f"{model}: no piece {sym} (train it as a user-defined symbol)")
         first = next(i for i, p in enumerate(proto.pieces) if p.type == normal)
         return cls(ids[MASK_GAP], ids[MASK_TOKEN], first, len(proto.pieces))
-
-
-def split_document(n: int, max_sentences: int) -> list[tuple[int, int]]:
-    """[start, end) of ceil(n / max) chunks of balanced size (no 1-sentence tail chunk)."""
-    if n == 0:
-        return []
-    k = -(-n // max_sentences)
-    base, extra = divmod(n, k)
-    bounds, start = [], 0
-    for i in range(k):
-        end = start + base + (1 if i < extra else 0)
-        bounds.append((start, end))
-        start = end
-    return bounds
 
 
 def gap_count(n: int, ratio: float) -> int:

@@ -44,9 +44,10 @@ import pyarrow.parquet as pq
 
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
-from pipeline_lib.constants import MANIFEST_FILE, QUARANTINE_FILE, Split
+from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
+from pipeline_lib.tables import Split
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.schema import Rejected, quarantine_writer
+from pipeline_lib.tables import Rejected, quarantine_writer
 from pipeline_lib.preprocess.noise import RESTORE_SCHEMA, iter_units
 
 log = logging.getLogger("shards")

@@ -33,7 +33,7 @@ from __future__ import annotations
 from difflib import SequenceMatcher
 from typing import Sequence
 
-from pipeline_lib.constants import NO_HEAD
+from pipeline_lib.vocab import NO_HEAD
 
 # Characters that do not count for the alignment: whitespace and sentencepiece's "▁" mark.
 # (Every character str.isspace() knows lies below U+3001.)

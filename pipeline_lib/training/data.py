@@ -70,10 +70,10 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import (BOS_ID, EOS_ID, EXTRA_DOC_START, EXTRA_LANE, EXTRA_LANES,
-                                    NO_HEAD, PAD_ID, DataMode)
+from pipeline_lib.batch import DataMode, EXTRA_DOC_START, EXTRA_LANE, EXTRA_LANES
+from pipeline_lib.vocab import BOS_ID, EOS_ID, NO_HEAD, PAD_ID
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs
-from pipeline_lib.preprocess.noise import split_document
+from pipeline_lib.documents import split_document
 
 SHARD_GLOB = "shard-*.parquet"
 _COLUMNS = ("doc_id", "sent_idx", "src_ids", "tgt_ids")

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from pipeline_lib.constants import METRICS_FILE
+from pipeline_lib.layout import METRICS_FILE
 
 TB_DIR = "tb"
 

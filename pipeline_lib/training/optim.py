@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from pipeline_lib.constants import PAD_ID
+from pipeline_lib.vocab import PAD_ID
 
 ADAM_BETAS = (0.9, 0.98)
 ADAM_EPS = 1e-9

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_text
-from pipeline_lib.constants import ATTEMPTS_FILE
+from pipeline_lib.layout import ATTEMPTS_FILE
 
 #: An attempt's ``end`` while it runs; one still "running" at the next start died unannounced.
 RUNNING = "running"

@@ -55,15 +55,16 @@ from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.constants import (ATTEMPTS_FILE, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE,
-                                    PAD_ID, DataMode)
+from pipeline_lib.batch import DataMode
+from pipeline_lib.layout import ATTEMPTS_FILE, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE
+from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
-from pipeline_lib.training.evaluation import autocast, dev_bleu, dev_loss
+from pipeline_lib.training.validation import autocast, dev_bleu, dev_loss
 from pipeline_lib.training.metrics import TB_DIR, MetricsLog, Window
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 from pipeline_lib.training.resume import (FINISHED, AttemptLog, attempt_identity, clear_run,

@@ -2,7 +2,7 @@
 
 Python imports ``sitecustomize`` from PYTHONPATH at start-up; only
 tests/integration/test_slurm_training.py puts this folder there, and the hook acts only when
-``DOCMT_TEST_SAVE_DELAY_S`` is set. It wraps ``pipeline_lib.training.checkpoint.save_checkpoint``
+``DOCMT_TEST_SAVE_DELAY_S`` is set. It wraps ``pipeline_lib.checkpoint.save_checkpoint``
 so that a save of ``last`` sleeps that long before it writes (as a large model's save takes
 long): a process killed during the sleep leaves no ``last``, exactly like one killed mid-write.
 Everything else (the trainer's signal handling, the rule's shell, Snakemake, the shims) runs
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 DELAY_S = float(os.environ.get("DOCMT_TEST_SAVE_DELAY_S") or 0)
-TARGET = "pipeline_lib.training.checkpoint"
+TARGET = "pipeline_lib.checkpoint"
 
 
 def _slow_down(module) -> None:

@@ -15,7 +15,7 @@ import pytest
 from pipeline_lib.ingest import InputError, Limits
 from pipeline_lib.ingest.__main__ import ingest
 from pipeline_lib.ingest.bible import BibleSpec, align, read_module
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 SPEC = {
     "reader": "bible",

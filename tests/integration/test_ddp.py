@@ -43,7 +43,7 @@ from pipeline_lib.batch import Batch
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib.models.registry import MODELS, build_model
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 from pipeline_lib.training.train import TrainConfig, apply_freeze, init_from_checkpoint, train

@@ -14,13 +14,13 @@ import ctranslate2   # the test extra installs it (pyproject.toml)
 import pytest
 import torch
 
-from pipeline_lib.constants import BOS_ID, EOS_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID
 from pipeline_lib.evaluate.decode import read_shards
 from pipeline_lib.export.ctranslate2 import spm_pieces, translate_ids
 from pipeline_lib.manifest import sha256_file
 from pipeline_lib.models import ModelConfig, build_model
 from pipeline_lib.models.search import BeamConfig, greedy_search, source_batch
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.train import TrainConfig, train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
@@ -145,9 +145,9 @@ def test_quantized_export_translates(job, tmp_path):
 
 
 @pytest.mark.parametrize("name,reason", [
-    ("doct", "doct: not exportable to CTranslate2: a context-aware model"),
-    ("cache", "cache: not exportable to CTranslate2: a context-aware model"),
-    ("dbsa", "dbsa: not exportable to CTranslate2: its parse heads change decoding. The last "
+    ("doct", "doct: not exportable to CTranslate2: Transformer + context encoder"),
+    ("cache", "cache: not exportable to CTranslate2: Transformer + continuous cache"),
+    ("dbsa", "dbsa: not exportable to CTranslate2: its parse heads change decoding: the last "
              "head of encoder layer 1 and of decoder layer 1")])
 def test_models_that_ctranslate2_cannot_run_are_refused(tmp_path, name, reason):
     cfg = ModelConfig.from_dict({**TINY, "name": name, "vocab_size": 50})

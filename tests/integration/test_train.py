@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.resume import run_changes
 from pipeline_lib.training.train import (EXIT_REQUEUE, RESUMABLE_CHANGES, TrainConfig, run_record,

@@ -14,8 +14,8 @@ import pytest
 import sentencepiece as spm
 
 from pipeline_lib.preprocess import bpe
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from pipeline_lib.schema import Sentence, doc_writer
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from pipeline_lib.tables import Sentence, doc_writer
 
 DOC_LEN = 8
 N_SENTS = 800

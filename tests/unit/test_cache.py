@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.decode import translate_documents
 from pipeline_lib.models.search import BeamConfig
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model

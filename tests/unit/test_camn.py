@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.camn import CTX_SENTS, CAMNTransformer, ContextGate, MemoryMode
 from pipeline_lib.models.inputs import (PreviousSentences, PreviousSentenceSlots, RandomSentences,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.models.config import ModelConfig
 from pipeline_lib.models.registry import build_model
 

@@ -15,7 +15,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from pipeline_lib.constants import NAME_PATTERN
+from pipeline_lib.layout import NAME_PATTERN
 from pipeline_lib.ingest import aspec, iwslt, ldc, mono, plaintext, sgml, tdf, wmt_xml
 from pipeline_lib.ingest.lines import ALLOW_EMPTY
 

@@ -12,7 +12,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 
 WORDS = ("casa perro gato libro agua tierra cielo mar sol luna rio monte arbol flor camino "
@@ -251,7 +251,7 @@ def _inputs(name, spm_model, **extras):
 
 
 def test_context_mode_every_row_once_with_true_context(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, _, spm_model = doc_corpus
     spec = _inputs("doct", spm_model, context_sentences=2)
@@ -281,7 +281,7 @@ def test_context_mode_every_row_once_with_true_context(doc_corpus):
 
 
 def test_context_mode_weighted_and_random(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, _, spm_model = doc_corpus
     spec = _inputs("camn", spm_model, memory_sentences=2, memory_mode="weighted", random_context=True)
@@ -304,7 +304,7 @@ def test_context_mode_weighted_and_random(doc_corpus):
 def _assert_lanes_continue_documents(batches) -> None:
     """Each lane's rows, batch after batch, are its documents' sentences in order; a lane
     appears at most once in a batch; the lane count changes only with a new set of streams."""
-    from pipeline_lib.constants import EXTRA_DOC_START, EXTRA_LANE, EXTRA_LANES
+    from pipeline_lib.batch import EXTRA_DOC_START, EXTRA_LANE, EXTRA_LANES
 
     last: dict[int, tuple[str, int]] = {}
     lanes = None
@@ -322,7 +322,7 @@ def _assert_lanes_continue_documents(batches) -> None:
 
 
 def test_stream_mode_lanes_continue_documents(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, _, _ = doc_corpus
     cfg = LoaderConfig(max_tokens=60, seed=2, num_workers=2, inputs=_inputs("cache", doc_corpus[2]))
@@ -343,7 +343,7 @@ def test_stream_mode_lanes_continue_documents(doc_corpus):
 
 
 def test_document_mode_subdocuments_and_restoration(doc_corpus):
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
 
     doc_dir, restore_dir, spm_model = doc_corpus
     spec = _inputs("crosstask", spm_model, max_sentences=3)

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.decode import decode_file, translate_documents, translate_sentences
 from pipeline_lib.models.search import (BeamConfig, beam_search, greedy_search, length_penalty,
                                         source_batch)
@@ -226,7 +227,7 @@ def test_cli_decodes_checkpoint_and_shards(tmp_path, spm_model):
 
     import pyarrow as pa
 
-    from pipeline_lib.training.checkpoint import save_checkpoint
+    from pipeline_lib.checkpoint import save_checkpoint
     from pipeline_lib.evaluate.decode import main
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))

@@ -14,8 +14,8 @@ from torch import nn
 
 from pipeline_lib.evaluate import discourse, suites
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID
-from pipeline_lib.schema import DOC_SCHEMA
+from pipeline_lib.vocab import BOS_ID, EOS_ID
+from pipeline_lib.tables import DOC_SCHEMA
 
 # a Voita-format suite (tests/data/contrastive/README.md)
 DEIXIS = Path(__file__).resolve().parents[1] / "data/contrastive/voita/deixis_test.json"
@@ -55,7 +55,7 @@ def test_checkpoint_scorer_sums_log_probabilities():
 
 
 def test_checkpoint_scorer_picks_the_candidate_the_context_supports():
-    from pipeline_lib.constants import DataMode
+    from pipeline_lib.batch import DataMode
     from pipeline_lib.models.inputs import ModelInputs, PreviousSentences
 
     inputs = ModelInputs(mode=DataMode.CONTEXT, context=PreviousSentences(1, 256, sent_break=V - 1))
@@ -131,7 +131,7 @@ def test_contrastive_cli_on_a_real_checkpoint(tmp_path):
     model, scored on a Voita-format suite through the CLI; scores match a direct forward pass."""
     import sentencepiece as spm
 
-    from pipeline_lib.training.checkpoint import save_checkpoint
+    from pipeline_lib.checkpoint import save_checkpoint
     from pipeline_lib.models.config import ModelConfig
     from pipeline_lib.models.registry import build_model
 

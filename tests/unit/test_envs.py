@@ -77,14 +77,15 @@ def test_building_the_dag_imports_no_stage_library():
     """What the Snakefile does before any job runs: validate, plan, list every rule's inputs."""
     code = textwrap.dedent("""
         import sys
+        from pipeline_lib.ingest import reader_module
         from pipeline_lib.plan import Plan, load_config
         mono = {"corpora": {"gigaword": {"reader": "mono_sgml", "splits": {"mono": {
             "src": "tests/data/corpora/mono/afp_eng_199405.sgml"}}}}}
         for overrides in (None, {"preset": "jiang2019_es-en_ted"}, mono):
             plan = Plan(load_config(overrides=overrides))
             plan.final_targets(), plan.test_set_args(), plan.systems
-            for corpus in plan.corpora:
-                plan.ingest_inputs(corpus)
+            for spec in plan.config["corpora"].values():   # rule ingest_corpus's input
+                reader_module(spec["reader"]).input_files(spec)
         # numpy is not listed: snakemake imports it itself (yte, its config templating)
         heavy = ("torch", "pysword", "stanza", "sentencepiece", "pyarrow", "pandas",
                  "sacrebleu", "matplotlib")

@@ -7,7 +7,8 @@ import pytest
 import sentencepiece as spm
 
 from pipeline_lib.preprocess.bpe import user_symbols
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, SENT_BREAK, UNK_ID, DataMode, lang_tag
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, SENT_BREAK, UNK_ID, lang_tag
 from pipeline_lib.models.inputs import (CTX_KEY, ModelInputs, PreviousSentences,
                                         PreviousSentenceSlots, SpecialIds, context_ids,
                                         context_sentences, inputs_for, random_previous)

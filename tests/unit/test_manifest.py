@@ -43,17 +43,38 @@ def test_code_hash_changes_only_with_the_named_modules(tmp_path, monkeypatch):
 
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
-    for name in ("schema", "manifest", "constants", "alpha", "beta"):
+    for name in ("alpha", "beta"):
         (pkg / f"{name}.py").write_text(f"# {name}\n")
     (pkg / "sub" / "x.py").write_text("x = 1\n")
     monkeypatch.setattr(ch, "PACKAGE_ROOT", pkg)
-    a, sub = code_hash("alpha"), code_hash("sub")
+    a, sub = code_hash("alpha"), code_hash("sub.x")
     (pkg / "beta.py").write_text("# changed\n")
     assert code_hash("alpha") == a
     (pkg / "alpha.py").write_text("# changed\n")
     assert code_hash("alpha") != a
     (pkg / "sub" / "x.py").write_text("x = 2\n")
-    assert code_hash("sub") != sub
+    assert code_hash("sub.x") != sub
+
+
+def test_a_package_import_is_its_init_and_a_module_hashes_its_packages(tmp_path, monkeypatch):
+    """``from pipeline_lib.models import X`` runs models/__init__.py, not every model: the
+    registry's siblings stay out of a job's hash (issue 20); the packages Python initialises
+    before a module (their ``__init__.py``) are in it."""
+    import pipeline_lib.codehash as ch
+
+    pkg = tmp_path / "pkg"
+    (pkg / "models").mkdir(parents=True)
+    (pkg / "models" / "__init__.py").write_text("from pipeline_lib.models.core import Core\n")
+    (pkg / "models" / "core.py").write_text("class Core: ...\n")
+    (pkg / "models" / "cache.py").write_text("# the cache\n")
+    (pkg / "models" / "doct.py").write_text("from pipeline_lib.models.core import Core\n")
+    (pkg / "train.py").write_text("from pipeline_lib.models import Core\n")
+    monkeypatch.setattr(ch, "PACKAGE_ROOT", pkg)
+    train, doct = code_hash("train"), code_hash("models.doct")
+    (pkg / "models" / "cache.py").write_text("# the cache, edited\n")
+    assert (code_hash("train"), code_hash("models.doct")) == (train, doct)
+    (pkg / "models" / "__init__.py").write_text("from pipeline_lib.models.core import Core  # !\n")
+    assert code_hash("models.doct") != doct
 
 
 def test_code_hash_follows_package_imports_even_lazy_ones(tmp_path, monkeypatch):
@@ -61,8 +82,7 @@ def test_code_hash_follows_package_imports_even_lazy_ones(tmp_path, monkeypatch)
 
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
-    for name in ("schema", "manifest", "constants", "other"):
-        (pkg / f"{name}.py").write_text(f"# {name}\n")
+    (pkg / "other.py").write_text("# other\n")
     (pkg / "alpha.py").write_text("import json\nfrom pipeline_lib.beta import f\n")
     (pkg / "beta.py").write_text("def f():\n    from pipeline_lib.sub import x\n")
     (pkg / "sub" / "__init__.py").write_text("")

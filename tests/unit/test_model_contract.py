@@ -23,14 +23,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import EOS_ID, EXTRA_DOC_SLOT, EXTRA_DOC_START, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode, EXTRA_DOC_SLOT, EXTRA_DOC_START
+from pipeline_lib.vocab import EOS_ID, PAD_ID
 from pipeline_lib.evaluate.decode import translate_documents
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.inputs import ModelInputs, SpecialIds
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models.transformer import EncoderOut
-from pipeline_lib.preprocess.noise import split_document
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib.documents import split_document
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import (collate, collate_documents, collate_stream, prepare,
                                         stream_batches)
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll

@@ -19,14 +19,15 @@ import sentencepiece as spm
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import BOS_ID, EOS_ID, PAD_ID, DataMode
+from pipeline_lib.batch import DataMode
+from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.decode import decode_file, read_shards
 from pipeline_lib.evaluate.discourse import CheckpointScorer
 from pipeline_lib.models import MODELS, ModelConfig, Transformer
 from pipeline_lib.models.inputs import ContextRule, ModelInputs, SpecialIds, inputs_for, pad_2d
 from pipeline_lib.models.layers import Attention, AttnKind, Memory, SubLayer
 from pipeline_lib.models.search import BeamConfig, search
-from pipeline_lib.training import checkpoint as ckpt
+from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import (DataPosition, LoaderConfig, TrainLoader, collate,
                                         dev_batches)
 from pipeline_lib.training.train import TrainConfig, train

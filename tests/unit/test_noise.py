@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import sentencepiece as spm
 
+from pipeline_lib.documents import split_document
 from pipeline_lib.preprocess import noise
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA, user_symbols
 
@@ -42,11 +43,11 @@ def test_gap_choice_covers_every_interior_position():
 
 
 def test_split_document_is_balanced():
-    assert noise.split_document(0, 30) == []
-    assert noise.split_document(30, 30) == [(0, 30)]
-    assert noise.split_document(31, 30) == [(0, 16), (16, 31)]
+    assert split_document(0, 30) == []
+    assert split_document(30, 30) == [(0, 30)]
+    assert split_document(31, 30) == [(0, 16), (16, 31)]
     for n in range(1, 200):
-        b = noise.split_document(n, 30)
+        b = split_document(n, 30)
         sizes = [e - s for s, e in b]
         assert sum(sizes) == n and max(sizes) <= 30 and max(sizes) - min(sizes) <= 1
         assert all(b[i][1] == b[i + 1][0] for i in range(len(b) - 1))

@@ -11,8 +11,8 @@ import pytest
 
 from pipeline_lib.parse import dependencies as P
 from pipeline_lib.parse import stanza_models as sm
-from pipeline_lib.constants import ParseReason
-from pipeline_lib.schema import Sentence, doc_writer
+from pipeline_lib.parse.dependencies import ParseReason
+from pipeline_lib.tables import Sentence, doc_writer
 
 TINY = {"tagger_steps": 5, "parser_steps": 5, "hidden_dim": 16, "deep_biaff_hidden_dim": 16,
         "word_emb_dim": 8, "tag_emb_dim": 8, "transformed_dim": 8, "parser_layers": 1}

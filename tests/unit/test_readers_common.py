@@ -17,7 +17,7 @@ import pytest
 from pipeline_lib.ingest import InputError, Limits, reader_module
 from pipeline_lib.ingest.lines import expand, read_lines
 from pipeline_lib.ingest.markup import read_docs, unescape
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "corpora"

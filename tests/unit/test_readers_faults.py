@@ -18,7 +18,7 @@ import pytest
 from test_readers_common import ROOT, reasons, run
 
 from pipeline_lib.atomic import partial_name
-from pipeline_lib.constants import NAME_PATTERN
+from pipeline_lib.layout import NAME_PATTERN
 from pipeline_lib.ingest import InputError
 from pipeline_lib.ingest.__main__ import main as ingest_main
 from pipeline_lib.ingest.lines import MAX_LINE_BYTES, read_lines

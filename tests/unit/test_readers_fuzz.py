@@ -32,7 +32,7 @@ from test_readers_common import DATA, sides_out
 
 from pipeline_lib.ingest import InputError, Limits, reader_module
 from pipeline_lib.ingest.markup import unescape
-from pipeline_lib.schema import Rejected, Sentence
+from pipeline_lib.tables import Rejected, Sentence
 
 LIMITS = Limits(max_line_chars=2000)
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,

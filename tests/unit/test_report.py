@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 
-from pipeline_lib.constants import SENT_SUFFIX, SIG_MARK
+from pipeline_lib.evaluate.score import SIG_MARK
+from pipeline_lib.layout import SENT_SUFFIX
 from pipeline_lib.evaluate import discourse, report, score
 from pipeline_lib.ingest import Limits
 from pipeline_lib.ingest.__main__ import ingest

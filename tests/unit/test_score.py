@@ -14,7 +14,7 @@ import pytest
 
 from pipeline_lib.evaluate import score
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.schema import DOC_SCHEMA
+from pipeline_lib.tables import DOC_SCHEMA
 
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 WORDS = ("the cat sat on a mat and the dog ran to the house with a big red ball in the "

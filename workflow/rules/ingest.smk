@@ -2,10 +2,23 @@
 
 import json
 
+from pipeline_lib.codehash import code_hash
+from pipeline_lib.ingest import code_modules, reader_module
+
+
+def ingest_inputs(wc) -> list[str]:
+    """The raw files a corpus's reader reads: changing one reruns only that corpus's ingestion.
+    A downloaded corpus stands behind its download manifest (rule download_corpus). Reader
+    modules import their own libraries lazily, so this is cheap."""
+    spec = config["corpora"][wc.corpus]
+    if spec.get("download"):
+        return [plan.resource("corpora", spec["download"], "manifest.json")]
+    return reader_module(spec["reader"]).input_files(spec)
+
 
 rule ingest_corpus:
     input:
-        lambda wc: plan.ingest_inputs(wc.corpus),
+        ingest_inputs,
     output:
         docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
         quarantine=plan.out("ingest_corpus", "{corpus}", "quarantine.parquet"),
@@ -21,7 +34,7 @@ rule ingest_corpus:
         hygiene=json.dumps(config["hygiene"], sort_keys=True),
         src_lang=config["src_lang"],
         tgt_lang=config["tgt_lang"],
-        code=lambda wc: plan.ingest_code(wc.corpus),
+        code=lambda wc: code_hash(*code_modules(config["corpora"][wc.corpus])),
     priority: 10   # ahead of stanza: see train.smk
     conda:
         "../../envs/ingest.yaml"

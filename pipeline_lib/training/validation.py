@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.constants import EOS_ID, PAD_ID
+from pipeline_lib.vocab import EOS_ID, PAD_ID
 from pipeline_lib.models.inputs import ModelInputs
 from pipeline_lib.training.optim import label_smoothed_nll
 

@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline_lib.preprocess.noise import iter_units
-from pipeline_lib.schema import DOC_SCHEMA, Sentence, doc_writer
+from pipeline_lib.tables import DOC_SCHEMA, Sentence, doc_writer
 
 DOC_KEY = ("corpus", "split", "doc_id")
 

@@ -24,13 +24,13 @@ import numpy as np
 import torch
 import yaml
 
-from pipeline_lib.constants import CKPT_CONFIG_FILE as CONFIG_FILE
-from pipeline_lib.constants import CKPT_MODEL_FILE as MODEL_FILE
-from pipeline_lib.constants import CKPT_SPM_FILE as SPM_FILE
-from pipeline_lib.constants import CKPT_TRAINER_STATE_FILE as TRAINER_STATE_FILE
 from pipeline_lib.manifest import git_revision
 
 FORMAT_VERSION = 1
+MODEL_FILE = "model.pt"                # state_dict
+CONFIG_FILE = "config.yaml"            # model config, train config, git revision
+SPM_FILE = "spm.model"                 # copy of the sentencepiece model
+TRAINER_STATE_FILE = "trainer_state.pt"  # optimizer, scheduler, RNG, data position, step
 
 
 def _backup_path(path: Path) -> Path:

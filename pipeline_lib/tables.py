@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
@@ -34,6 +35,15 @@ from pipeline_lib.atomic import commit, discard, discard_stale, partial_name
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+class Split(str, Enum):
+    """The ``split`` column's values."""
+
+    TRAIN = "train"
+    DEV = "dev"
+    TEST = "test"
+    MONO = "mono"
+
 
 # Column name -> pyarrow type name (pyarrow.<name>()); "list" = list of strings. The Arrow schemas
 # are built on first use (``DOC_SCHEMA``, ``QUARANTINE_SCHEMA`` through the module's
