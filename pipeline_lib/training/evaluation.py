@@ -41,13 +41,16 @@ def dev_loss(model: torch.nn.Module, batches: list[Batch], epsilon: float,
 
 
 def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
-             device: torch.device, inputs: ModelInputs = ModelInputs()) -> float:
-    """Corpus BLEU (sacrebleu) of greedy translations of the dev batches.
+             device: torch.device, inputs: ModelInputs = ModelInputs()) -> dict[str, float]:
+    """Corpus BLEU (sacrebleu) of greedy translations of the dev batches, and the length ratio
+    of hypotheses to references (sacreBLEU's ``sys_len / ref_len``): ``{"bleu", "len_ratio"}``.
 
     Greedy rather than beam search keeps validation cheap; references are the detokenised
     reference ids (sentencepiece round-trips text, so this equals the shard's ``tgt_text`` up to
     unknown characters). The model's tag (``inputs.tag``) is stripped from hypotheses and
-    references."""
+    references. WHY the ratio: two models with the same dev NLL can differ in BLEU through
+    their output length alone (too short: brevity penalty; run-on repetitions: precision),
+    which BLEU by itself does not tell apart."""
     import sacrebleu
     import sentencepiece as spm
 
@@ -66,4 +69,5 @@ def dev_bleu(model: torch.nn.Module, batches: list[Batch], spm_path: str | Path,
             hyps.append(sp.decode(inputs.strip_tag(nbest[0].tokens if nbest else [])))
             refs.append(sp.decode(inputs.strip_tag([t for t in ref if t not in (PAD_ID, EOS_ID)])))
     model.train(was_training)
-    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    score = sacrebleu.corpus_bleu(hyps, [refs])
+    return {"bleu": float(score.score), "len_ratio": score.sys_len / max(score.ref_len, 1)}
