@@ -410,7 +410,7 @@ class Trainer:
         (added to ``window``), so the update never waits for the device."""
         tcfg, info = self.tcfg, self.info
         # dropout masks depend on (seed, update, rank) alone: a resumed run draws the same
-        seed_step(tcfg.seed, self.state.step, info.rank)
+        seed_step(tcfg.seed, self.state.step, self.device, info.rank)
         self.optimizer.zero_grad(set_to_none=True)
         aux = (self.aux_loader is not None
                and self.inputs.schedule(self.state.step, tcfg.aux_ratio) is Phase.DOCUMENT)

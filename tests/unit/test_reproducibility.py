@@ -21,12 +21,12 @@ def test_dropout_masks_depend_on_the_update_not_on_earlier_draws():
     run's different history) does not change update k's masks."""
     drop = torch.nn.Dropout(0.5)
     x = torch.ones(64, 32)
-    seed_step(1, 5)
+    seed_step(1, 5, torch.device("cpu"))
     first = drop(x)
     torch.rand(1000)                      # someone else draws in between
-    seed_step(1, 5)
+    seed_step(1, 5, torch.device("cpu"))
     assert torch.equal(drop(x), first)
-    seed_step(1, 6)
+    seed_step(1, 6, torch.device("cpu"))
     assert not torch.equal(drop(x), first)
 
 
@@ -36,3 +36,40 @@ def test_determinants_name_what_decides_the_weights():
     assert record["torch"] == torch.__version__ and record["intra_op_threads"] >= 1
     assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert record["autocast"] == "fp32" and record["bit_reproducible"].startswith("yes")
+
+
+def test_data_order_does_not_depend_on_which_loader_worker_is_slow(tmp_path, monkeypatch):
+    """The batches of an epoch come from the workers in turn, whichever finishes first: slowing
+    one worker or the other (the timing a loaded machine varies) gives the same sequence, also
+    where the workers hold unequal shares (7 row groups for 2 workers)."""
+    import sys
+    import time
+    from pathlib import Path
+
+    from torch.utils.data import get_worker_info
+
+    from pipeline_lib.training import data
+    from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_data import write_corpus
+
+    shards, _ = write_corpus(tmp_path, n_rows=350, n_shards=1, row_group=50)
+    cfg = LoaderConfig(max_tokens=120, buffer_sents=40, num_workers=2, seed=3)
+    read = data.read_unit
+
+    def sequence(slow: int | None) -> list[torch.Tensor]:
+        def slowed(unit, with_heads):   # runs in the forked worker processes
+            info = get_worker_info()
+            if info is not None and info.id == slow:
+                time.sleep(0.05)
+            return read(unit, with_heads)
+
+        monkeypatch.setattr(data, "read_unit", slowed)
+        return [b.src for _, b in TrainLoader(shards, cfg).iterate(DataPosition())]
+
+    plain = sequence(None)
+    assert len(plain) > 14
+    for slow in (0, 1):
+        seq = sequence(slow)
+        assert len(seq) == len(plain) and all(map(torch.equal, seq, plain)), slow
