@@ -473,13 +473,20 @@ def verdict_table(inputs: Inputs) -> Table:
     controls = scores.get("controls") or {}
     groups = system_groups(inputs)
     mode = regime(inputs.train)
+    roles = job_roles(inputs)
     seen: set[str] = set()
     for system in scores["models"]:
         group = groups.get(system, system)
-        if system not in controls or group in seen:
+        if group in seen or roles.get(inputs.systems.get(system, system)) != "model":
             continue
         seen.add(group)
         members = [s for s in scores["models"] if groups.get(s, s) == group]
+        if system not in controls:
+            t.rows.append([group, f"no matched control ({mode})", "", "", "",
+                           _updates(inputs, members), "", "; ".join(
+                               stopped(inputs.train.get(inputs.systems.get(x, x)))
+                               for x in members)])
+            continue
         ctrl = [controls[s] for s in members]
         if "seeds" in res and group in res["seeds"] and "control" in res["seeds"][group]:
             c = res["seeds"][group]["control"]

@@ -301,6 +301,8 @@ def test_fine_tunes_and_controls_continue_their_initial_jobs_update_count(tmp_pa
     bleu = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals"))[1:]}
     assert bleu["doct"][6] == "transformer_plus100_doc" and bleu["doct"][7][0] in "+-"
     assert bleu["crosstask"][6] == ""                         # no control given for it
+    verdict = {r[0]: r[1] for r in md_rows(section(md, "Verdict").split("### Budgets")[0])[1:]}
+    assert verdict["crosstask"] == verdict["crosstask_sent"] == "no matched control (smoke)"
 
 
 def test_start_updates_needs_a_best_checkpoint_of_a_known_job(tmp_path):
@@ -381,7 +383,7 @@ def test_report_opens_with_its_verdict_regime_and_budgets(tmp_path):
     assert md.split("\n## ")[1].startswith("Verdict\n")
     verdict = section(md, "Verdict")
     assert verdict.lstrip().startswith("Regime: smoke.")
-    rows = md_rows(verdict)
+    rows = md_rows(verdict.split("### Budgets")[0])
     assert rows[0][:4] == ["Model", "Verdict", "Δ BLEU vs control", "p"]
     scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
     c = scores["doct"]["control"]
@@ -397,6 +399,7 @@ def test_report_opens_with_its_verdict_regime_and_budgets(tmp_path):
                                           "200", "max_steps @ 200"]
     assert budgets["doct"][3:8] == ["100", "40,000", "400", "150", "250"]
     assert dict(md_rows(section(md, "Run"))[1:])["Regime"] == "smoke"
+    assert [r[0] for r in rows[1:]] == ["doct"]          # models only, not the baseline or control
     jobs = {r[0]: r for r in md_rows(section(md, "Training"))[1:]}
     assert jobs["doct"][-1] == "max_steps @ 100"
     html = (out / "index.html").read_text()
