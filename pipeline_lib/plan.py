@@ -257,10 +257,11 @@ class Plan:
         number of updates to copy. The control then gets what stays fair when both stop on
         their own: the same initial checkpoint, data, schedule, stop rule (dev metric,
         patience, min_delta) and ``max_steps`` cap (scaled by the translation share like a
-        budget), every parameter trained; each trains until its own dev metric stops improving. Neither is held to a budget the other exceeds, so
-        the comparison asks what the papers ask (does the method beat the same baseline trained
-        on until it no longer gains), and the report shows both jobs' updates and target
-        tokens, and whether either hit the cap first. Its name says ``plateau`` where a budget
+        budget), every parameter trained; each trains until its own dev metric stops
+        improving. Neither is held to a budget the other exceeds, so the comparison asks what
+        the papers ask (does the method beat the same baseline trained on until it no longer
+        gains), and the report shows both jobs' updates and target tokens, and whether either
+        hit the cap first. Its name says ``plateau`` where a budget
         control says its updates (``transformer_plus_plateau_doc``, ``transformer_plus150_doc``);
         a cross-task pre-training's control trains to its plateau from scratch, which is the
         baseline itself when their train settings agree."""
@@ -332,7 +333,7 @@ class Plan:
     def replica(self, system: str) -> tuple[str, int] | None:
         """(system of the single-seed plan, seed) of an evaluated system of a several-seed run
         (``crosstask_seed2_sent`` -> ``("crosstask_sent", 2)``), else None."""
-        job, unit = self.systems[system]
+        job = self.systems[system][0]
         if job not in self.replicas:
             return None
         base, seed = self.replicas[job]
