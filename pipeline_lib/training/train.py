@@ -450,7 +450,8 @@ class Trainer:
         (stopping.judge). Every rank learns the counter, so all stop at the same update."""
         bad_evals = 0.0
         if self.info.is_main:
-            m = dev_loss(self.model, self.dev, self.tcfg.label_smoothing, self.device)
+            m = dev_loss(self.model, self.dev, self.tcfg.label_smoothing, self.device,
+                         other_source=self.inputs.mode is DataMode.SENTENCE)
             if self.tcfg.dev_bleu and not self.inputs.dev_bleu_skip:
                 bleu = dev_bleu(self.model, self.dev, self.spm_path, self.device, self.inputs)
                 m["bleu"], m["bleu_len_ratio"] = bleu["bleu"], bleu["len_ratio"]
