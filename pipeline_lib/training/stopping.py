@@ -1,4 +1,4 @@
-"""When a training job stops: a plateau of a dev metric, the ``max_steps`` cap, or a signal.
+"""When a training job stops: a plateau of a dev metric or the ``max_steps`` cap.
 
 WHY a rule and not only a budget: the seed papers train the sentence-level model to convergence
 before they add context (Zhang et al. 2018 Sec. 2.4, Tu et al. 2018 Sec. 3.4, Chen et al. 2021
@@ -38,13 +38,12 @@ class StopMetric(str, Enum):
 
 
 class StopReason(str, Enum):
-    """Why a run ended (manifest ``stop.reason``); a signal ends an attempt, not the job: the
-    attempt saves and exits for requeue, and the manifest of the job lists it under
-    ``stop.interruptions``."""
+    """Why a job ended (manifest ``stop.reason``). A signal ends an attempt, not the job: the
+    attempt saves and exits for requeue, writes no manifest, and the job's manifest lists it
+    under ``stop.interruptions``."""
 
     PLATEAU = "plateau"
     MAX_STEPS = "max_steps"
-    SIGNAL = "signal"
 
 
 @dataclass(frozen=True)
