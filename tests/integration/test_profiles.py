@@ -41,6 +41,9 @@ def test_profile_plans(tmp_path, profile):
     assert all(j.train["patience"] > 0 for j in plan.jobs.values())
     if profile == "gpu":
         assert {j.train["device"] for j in plan.jobs.values()} == {"cuda"}
+        # the base size in pre-norm: what fixed the post-norm stack's NLL/BLEU gap (RESULTS.md)
+        assert {(j.model["d_model"], j.model["norm_first"]) for j in plan.jobs.values()} == \
+            {(512, True)}
         assert plan.config["cluster"]["gpus_per_node"] == 1
 
 
