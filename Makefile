@@ -8,7 +8,7 @@ SNAKEMAKE_ARGS ?=
 # Rules call `python -m pipeline_lib...`: the venv's python must come first on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: reproduce test install corpus browser lint dryrun clean
+.PHONY: reproduce reproduce-converged reproduce-gpu test install corpus browser lint dryrun clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,6 +25,19 @@ corpus: install
 
 reproduce: corpus
 	$(VENV)/bin/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
+
+# Profiles (README "Profiles"): every job trained to its dev plateau (results/converged/), and the
+# same on one GPU machine with CUDA, bf16 and GPU sizes (results/gpu/). The GPU profile installs
+# into its own venv: pip's torch wheel, the CUDA build on Linux x86-64, next to .venv's CPU one.
+PROFILE_CONFIGS := --configfile config/config.yaml config/converged.yaml
+
+reproduce-converged: corpus
+	$(VENV)/bin/snakemake --cores $(CORES) $(PROFILE_CONFIGS) $(SNAKEMAKE_ARGS)
+
+reproduce-gpu:
+	$(MAKE) corpus VENV=.venv-gpu
+	.venv-gpu/bin/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'torch sees no CUDA device')"
+	$(MAKE) reproduce VENV=.venv-gpu SNAKEMAKE_ARGS="$(PROFILE_CONFIGS) config/gpu.yaml $(SNAKEMAKE_ARGS)"
 
 # Headless Chromium renders the HTML report in tests (Debian package; needs root or sudo).
 # Without recommends: upower, udev, notification-daemon, system-config-printer (CUPS) etc. are for

@@ -20,7 +20,7 @@ import copy
 import json
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,12 @@ DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 PRESET_DIR = ROOT / "config" / "presets"
 PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
 HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword dependency heads
+SEED_SUFFIX = "_seed"   # <job>_seed<N>: job <job> trained with seed N (config `seeds`)
+PLATEAU = "_plateau"    # a control's step label when its job stops on a plateau, not a budget
+
+
+def replica_name(job: str, seed: int) -> str:
+    return f"{job}{SEED_SUFFIX}{seed}"
 
 
 
@@ -130,6 +136,13 @@ class Plan:
         self.resources = config["resources_dir"]
         self.jobs = self._train_jobs()
         self.controls = self._controls() if config["score"]["matched_controls"] else {}
+        #: the evaluated model jobs, baseline first (``models``, or each of them per seed)
+        self.models: list[str] = list(config["models"])
+        self.seeds: list[int] = list(config["seeds"] or [config["train"]["seed"]])
+        #: job -> (the job of the single-seed plan it repeats, its seed), with several seeds
+        self.replicas: dict[str, tuple[str, int]] = {}
+        if config["seeds"]:
+            self._seed(self.seeds)
 
     # --- paths ---------------------------------------------------------------------------
     def out(self, *parts: str) -> str:
@@ -267,7 +280,20 @@ class Plan:
         task pre-training, then fine-tuning) becomes a Transformer trained on that link's corpus
         for that link's translation updates (restoration updates do not translate), starting
         from the control of the previous link. A control identical to an existing job (e.g. the
-        baseline) is that job."""
+        baseline) is that job.
+
+        Under a plateau rule (``train.patience`` > 0, the converged regime) a job has no fixed
+        number of updates to copy. The control then gets what stays fair when both stop on
+        their own: the same initial checkpoint, data, schedule, stop rule (dev metric,
+        patience, min_delta) and ``max_steps`` cap (scaled by the translation share like a
+        budget), every parameter trained; each trains until its own dev metric stops
+        improving. Neither is held to a budget the other exceeds, so the comparison asks what
+        the papers ask (does the method beat the same baseline trained on until it no longer
+        gains), and the report shows both jobs' updates and target tokens, and whether either
+        hit the cap first. Its name says ``plateau`` where a budget
+        control says its updates (``transformer_plus_plateau_doc``, ``transformer_plus150_doc``);
+        a cross-task pre-training's control trains to its plateau from scratch, which is the
+        baseline itself when their train settings agree."""
         controls: dict[str, str] = {}
         for model in self.config["models"]:
             control = self._control_job(model)
@@ -283,16 +309,19 @@ class Plan:
         parent = self._control_job(job.init_from) if job.init_from else None
         share = 1.0 - (job.train.get("aux_ratio") or 0.0) if job.aux == "restore" else 1.0
         steps = round(job.train["max_steps"] * share)
+        # A job that stops on a plateau has no budget to copy: its control stops on its own
+        # plateau under the same rule, and ``steps`` is only its cap (see _controls).
+        label = PLATEAU if job.train.get("patience", 0) > 0 else str(steps)
         train = {k: v for k, v in job.train.items() if k != "aux_ratio"}
         if parent is None:
             suffix = "" if job.corpus == self.config["train"]["corpus"] else f"_{job.corpus}"
-            spec = TrainJob(name=f"transformer_scratch{steps}{suffix}",
+            spec = TrainJob(name=f"transformer_scratch{label}{suffix}",
                             model={**job.model, "name": "transformer", "extras": {}},
                             train={**train, "max_steps": steps, "init_from": None, "freeze": []},
                             data="sent" if job.data == "doc" and job.aux else job.data,
                             corpus=job.corpus, dev_corpus=job.dev_corpus, init_from=None, aux=None)
         else:
-            spec = TrainJob(name=f"{parent}_plus{steps}" + ("" if job.data == "sent"
+            spec = TrainJob(name=f"{parent}_plus{label}" + ("" if job.data == "sent"
                                                              else f"_{job.data}"),
                             model=dict(self.jobs[parent].model),
                             train={**train, "max_steps": steps,
@@ -308,15 +337,53 @@ class Plan:
         self.jobs[spec.name] = spec
         return spec.name
 
+    def _seed(self, seeds: list[int]) -> None:
+        """Train every job with ``seeds``: one seed keeps the names (``train.seed`` = it); several
+        repeat every job (chains and controls) as ``<job>_seed<N>``, each link starting from the
+        same seed's parent, so a model and its control of seed N share their initial checkpoint
+        and pair up in the test across seeds."""
+        if len(seeds) == 1:
+            self.jobs = {n: replace(j, train={**j.train, "seed": seeds[0]})
+                         for n, j in self.jobs.items()}
+            return
+        single, self.jobs = self.jobs, {}
+        for name, job in single.items():
+            for seed in seeds:
+                rep = replica_name(name, seed)
+                init = replica_name(job.init_from, seed) if job.init_from else None
+                self.jobs[rep] = replace(job, name=rep, init_from=init, train={
+                    **job.train, "seed": seed,
+                    "init_from": self.checkpoint(init, CKPT_BEST) if init else None})
+                self.replicas[rep] = (name, seed)
+        self.controls = {replica_name(m, s): replica_name(c, s)
+                         for m, c in self.controls.items() for s in seeds}
+        self.models = [replica_name(m, s) for m in self.config["models"] for s in seeds]
+
+    def replica(self, system: str) -> tuple[str, int] | None:
+        """(system of the single-seed plan, seed) of an evaluated system of a several-seed run
+        (``crosstask_seed2_sent`` -> ``("crosstask_sent", 2)``), else None."""
+        job = self.systems[system][0]
+        if job not in self.replicas:
+            return None
+        base, seed = self.replicas[job]
+        return (base + system[len(job):], seed)
+
+    def replicate_args(self) -> str:
+        """``--replicate SYSTEM GROUP SEED`` flags (score and report: statistics across seeds)."""
+        return " ".join(f"--replicate {s} {r[0]} {r[1]}" for s in self.systems
+                        if (r := self.replica(s)))
+
     def train_priority(self, job: str) -> int:
         """Snakemake priority of a training job when cores are scarce: the baseline and every
         job that starts from it form the longest chain (the baseline has the most updates and
         the most fine-tunes wait for it), so they go first (10); stanza models and parsing
         (``PARSE_PRIORITY``, DBSA's data) come next, so that the parse chain is not left for
         the end; independent chains (cross-task and its controls) fill what is left (1)."""
-        while job != self.baseline and self.jobs[job].init_from:
+        baselines = {m for m in self.models  # the baseline of each seed
+                     if self.replicas.get(m, (m,))[0] == self.config["models"][0]}
+        while job not in baselines and self.jobs[job].init_from:
             job = self.jobs[job].init_from
-        return 10 if job == self.baseline else 1
+        return 10 if job in baselines else 1
 
     def train_code(self, job: str) -> str:
         """Code hash of a training job: the trainer, the shared core and the module of the job's
@@ -360,9 +427,9 @@ class Plan:
         """Evaluated system -> (training job, decode unit). A model with
         ``model_settings.<m>.sentence_decode`` (cross-task: the paper's "translate sentences"
         mode) is decoded a second time, each sentence alone, as its own row ``<m>_sent``."""
-        out = {m: (m, "document") for m in self.config["models"]}
-        for m in self.config["models"]:
-            if self.config["model_settings"][m]["sentence_decode"]:
+        out = {m: (m, "document") for m in self.models}
+        for m in self.models:
+            if self.config["model_settings"][self.replicas.get(m, (m,))[0]]["sentence_decode"]:
                 out[f"{m}{SENT_SUFFIX}"] = (m, "sentence")
         for c in dict.fromkeys(self.controls.values()):
             out.setdefault(c, (c, "document"))
@@ -379,7 +446,7 @@ class Plan:
 
     @property
     def baseline(self) -> str:
-        return self.config["models"][0]
+        return self.models[0]
 
     def system_regex(self) -> str:
         return "|".join(sorted(self.systems, key=len, reverse=True))
@@ -442,7 +509,7 @@ class Plan:
                             for m, c, s, _ in self.hypotheses()],
             "score_test": [{}],
             "discourse_consistency": [{}],
-            "discourse_contrastive": ([{"model": m} for m in self.config["models"]]
+            "discourse_contrastive": ([{"model": m} for m in self.models]
                                       if self.suites else []),
         }
         return {rule: wildcards for rule, wildcards in jobs.items() if wildcards}
@@ -488,14 +555,14 @@ class Plan:
         t += [self.out("parse_corpus", c, "manifest.json") for c in self.head_corpora]
         t += [self.out("verify_shards", c, "manifest.json") for c in self.corpora]
         t += [self.out("train_model", m, "manifest.json")
-              for m in [*self.config["models"], *self.controls.values()]]
+              for m in [*self.models, *self.controls.values()]]
         t += [self.out("decode_test", m, c, f"{s}.manifest.json")
               for m, c, s, _ in self.hypotheses()]
         t += [self.out("score_test", "scores.json"),
               self.out("discourse_consistency", "consistency.json")]
         if self.suites:
             t += [self.out("discourse_contrastive", m, "contrastive.json")
-                  for m in self.config["models"]]
+                  for m in self.models]
         downloads = self.config["downloads"]
         t += [self.resource("corpora", d, "manifest.json") for d in downloads["corpora"]]
         if downloads["ldc_required"]:

@@ -3,12 +3,17 @@ the one page a researcher reads about a run.
 
 Sections, in order:
 
+0. **Verdict**: the regime (``smoke``: every job trained a fixed budget; ``converged``: every job
+   trained to a plateau of its dev metric, stopping.py), then one line per model: does it beat
+   its matched control (Δ BLEU, p; across seeds the paired t-test), and a table of every
+   system's updates, target tokens and tokens per update, and why its job stopped.
 1. **Run**: git revision(s) and library versions the stages recorded, the hash of the validated
    config (written beside the page as ``config.json``), training and decoding devices, when the
    stages finished, the summed job wall time.
 2. **BLEU with 95 % intervals**: a plot (``bleu_intervals.png``) and a table of every system's
    test BLEU with the 95 % interval of sacreBLEU's bootstrap, its difference to the baseline and
-   to its matched control, each with the paired-bootstrap p-value (``score_test``).
+   to its matched control, each with the paired-bootstrap p-value (``score_test``); with several
+   seeds, each system's mean ± sd over seeds and the tests across seeds.
 3. **All metrics**: BLEU, d-BLEU, chrF, TER per test set, Δ to the baseline, † where significant.
 4. **Discourse**: lexical consistency and contrastive suites (``discourse_*``).
 5. **Training**: dev loss and dev BLEU against *total* updates (``training_curves.png``): a
@@ -67,6 +72,15 @@ class Table:
 
 
 @dataclass
+class Text:
+    """Paragraphs (the regime statement): plain sentences before the tables."""
+
+    paragraphs: list[str]
+    title: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Figure:
     """An image beside ``index.html`` with the sentences that say how to read it."""
 
@@ -78,7 +92,7 @@ class Figure:
 @dataclass
 class Section:
     title: str
-    blocks: list[Table | Figure] = field(default_factory=list)
+    blocks: list[Table | Figure | Text] = field(default_factory=list)
 
 
 @dataclass
@@ -99,6 +113,11 @@ class TrainRun:
     @property
     def train_params(self) -> dict:
         return (self.manifest or {}).get("params", {}).get("train", {})
+
+    @property
+    def stop(self) -> dict:
+        """The trainer's ``stop`` record (reason, updates, rule, best, best_step); {} if none."""
+        return (self.manifest or {}).get("stop") or {}
 
 
 @dataclass
@@ -204,9 +223,11 @@ def _split_order(splits: set[str]) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 
 def best_update(run: TrainRun) -> int | None:
-    """The update at which the job's ``checkpoints/best`` was saved: the trainer writes it at
-    every validation that lowers the dev loss (``Trainer.validate``), so it is the first
-    validation with the lowest dev loss."""
+    """The update at which the job's ``checkpoints/best`` was saved: the manifest's
+    ``stop.best_step``; for a manifest without it, the first validation with the lowest dev
+    loss (the trainer's criterion before it had a stop rule)."""
+    if run.stop.get("best_step") is not None:
+        return run.stop["best_step"]
     dev = [r for r in run.dev if r.get("loss") is not None]
     return min(dev, key=lambda r: r["loss"])["step"] if dev else None
 
@@ -260,12 +281,43 @@ def job_roles(inputs: Inputs) -> dict[str, str]:
     systems = list(inputs.systems.values())
     controls = {inputs.systems.get(c, c)
                 for c in ((inputs.scores or {}).get("controls") or {}).values()}
+    groups = system_groups(inputs)
+    first = next(iter(inputs.systems), None)
+    baselines = {job for system, job in inputs.systems.items()   # the baseline of every seed
+                 if first is not None and groups[system] == groups[first]}
     roles = {}
     for job in inputs.train:
-        roles[job] = ("baseline" if systems and job == systems[0] else
+        roles[job] = ("baseline" if job in baselines else
                       "control" if job in controls else
                       "model" if job in systems else "initialises")
     return roles
+
+
+def system_groups(inputs: Inputs) -> dict[str, str]:
+    """Evaluated system -> the system it is a seed's run of (``doct_seed2`` -> ``doct``; the
+    scores' ``replicates``), itself in a single-seed run."""
+    replicates = (inputs.scores or {}).get("replicates") or {}
+    return {s: replicates.get(s, [s])[0] for s in inputs.systems}
+
+
+def regime(runs: dict[str, TrainRun]) -> str:
+    """``converged`` when every training job ran under a plateau rule (``train.patience`` > 0),
+    else ``smoke`` (at least one job trained a fixed number of updates)."""
+    known = [r.train_params for r in runs.values() if r.manifest is not None]
+    return "converged" if known and all((p.get("patience") or 0) > 0 for p in known) else "smoke"
+
+
+def stopped(run: TrainRun | None) -> str:
+    """Why a job stopped and after how many updates (``plateau @ 2,300``)."""
+    if run is None or run.manifest is None:
+        return NA
+    st = run.stop
+    if not st:
+        return NA
+    out = f"{st['reason']} @ {fmt(st.get('updates'))}"
+    if st.get("interruptions"):
+        out += f" ({len(st['interruptions'])} signal(s))"
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -275,6 +327,7 @@ def job_roles(inputs: Inputs) -> dict[str, str]:
 def run_table(inputs: Inputs, manifests: dict[str, list[dict]]) -> Table:
     """Provenance: what ran, from which code and config, where, and when."""
     t = Table("Run", ["", "Value"])
+    t.rows.append(["Regime", regime(inputs.train)])
     revisions: dict[str, set[str]] = defaultdict(set)
     versions: dict[str, set[str]] = defaultdict(set)
     finished = []
@@ -316,10 +369,19 @@ def run_table(inputs: Inputs, manifests: dict[str, list[dict]]) -> Table:
     return t
 
 
+def baseline_of(scores: dict, system: str) -> str:
+    """The baseline ``system`` is tested against: the run's, or with several seeds the same
+    seed's run of it (score.seed_groups)."""
+    reps = scores.get("replicates") or {}
+    if system not in reps:
+        return scores["baseline"]
+    group, seed = reps[scores["baseline"]][0], reps[system][1]
+    return next(s for s, (g, n) in reps.items() if g == group and n == seed)
+
+
 def bleu_table(scores: dict) -> Table:
     """Every system's BLEU with its 95 % bootstrap interval, against the baseline and against
     its matched control, each with the paired bootstrap's p-value."""
-    base = scores["baseline"]
     level = scores["config"]["significance_level"]
     t = Table("BLEU with 95 % intervals",
               ["Test set", "System", "BLEU", "95 % interval", "Δ baseline", "p",
@@ -334,6 +396,7 @@ def bleu_table(scores: dict) -> Table:
             ci = r.get("bleu_ci")
             interval = NA if ci is None else f"{ci[0] - ci[1]:.2f} – {ci[0] + ci[1]:.2f}"
             vs_base = ["", ""]
+            base = baseline_of(scores, system)
             if system != base:
                 vs_base = [f"{r['bleu'] - rows[base]['bleu']:+.2f}"
                            + (SIG_MARK if r.get("bleu_significant") else ""),
@@ -349,10 +412,179 @@ def bleu_table(scores: dict) -> Table:
                    "distance between the 2.5th and 97.5th percentiles; the point is the BLEU of "
                    "the whole test set.")
     t.notes.append(f"Δ: BLEU difference; {SIG_MARK}: p < {level} in sacreBLEU's paired "
-                   "bootstrap against the baseline (or against the control). Matched control: "
+                   "bootstrap against the baseline (or against the control; with several "
+                   "seeds, the same seed's). Matched control: "
                    "the Transformer job with the same translation updates on the same sentence "
                    "pairs without the model's method (pipeline_lib/plan.py); a gain counts only "
                    "where it holds against the control.")
+    return t
+
+
+def verdict_test_set(scores: dict) -> str:
+    """The test set a verdict is read on: ``All`` when there are several, else the only one."""
+    return scores["test_sets"][-1]
+
+
+def regime_text(inputs: Inputs) -> Text:
+    """What the verdicts below are about: the regime and, when converged, the rule and any job
+    that reached its cap first."""
+    runs = {j: r for j, r in inputs.train.items() if r.manifest is not None}
+    if regime(inputs.train) == "smoke":
+        return Text(["Regime: smoke. Every job trained a fixed number of updates "
+                     "(train.patience 0): a verdict says whether a model beats its matched "
+                     "control at this budget, not whether the paper's claim holds; a baseline "
+                     "stopped while its dev loss still falls leaves its control the gains of "
+                     "further training."])
+    rules = Counter(f"dev {p.get('stop_metric', 'loss')}, patience {p.get('patience')} "
+                    f"validations, min_delta {p.get('min_delta', 0.0)}"
+                    for r in runs.values() if (p := r.train_params))
+    capped = [j for j, r in runs.items() if r.stop.get("reason") == "max_steps"]
+    text = ["Regime: converged. Every job trained until its dev metric stopped improving "
+            f"({'; '.join(f'{rule} ({n} jobs)' for rule, n in rules.items())}; each job "
+            "capped by its max_steps); a fine-tune and its matched control each trained to its "
+            "own plateau under the same rule from the same checkpoint, so a verdict compares "
+            "the method with the baseline trained on until it no longer gains."]
+    if capped:
+        text.append(f"Not converged: {len(capped)} job(s) reached their max_steps cap before a "
+                    f"plateau: {', '.join(capped)}.")
+    return Text(text)
+
+
+def _updates(inputs: Inputs, systems: list[str]) -> str:
+    """Updates of the systems' jobs (one, or each seed's)."""
+    steps = []
+    for system in systems:
+        run = inputs.train.get(inputs.systems.get(system, system))
+        steps.append(((run.manifest if run else None) or {}).get("counts", {}).get("steps"))
+    return "/".join(fmt(x) for x in steps)
+
+
+def verdict_table(inputs: Inputs) -> Table:
+    """One line per model with a matched control: does it beat it on the test set (the paired
+    bootstrap with one seed; the paired t-test across seeds with several), by how much, in
+    which regime, after how many updates of each."""
+    scores = inputs.scores or {}
+    t = Table("Verdict", ["Model", "Verdict", "Δ BLEU vs control", "p", "Matched control",
+                          "Updates: model", "Updates: control", "Stopped: model / control"])
+    if not scores:
+        t.notes.append(f"Scores: {NA} (not read).")
+        return t
+    ts = verdict_test_set(scores)
+    res = scores["results"][ts]
+    level = scores["config"]["significance_level"]
+    controls = scores.get("controls") or {}
+    groups = system_groups(inputs)
+    mode = regime(inputs.train)
+    roles = job_roles(inputs)
+    seen: set[str] = set()
+    for system in scores["models"]:
+        group = groups.get(system, system)
+        if group in seen or roles.get(inputs.systems.get(system, system)) != "model":
+            continue
+        seen.add(group)
+        members = [s for s in scores["models"] if groups.get(s, s) == group]
+        if system not in controls:
+            t.rows.append([group, f"no matched control ({mode})", "", "", "",
+                           _updates(inputs, members), "", "; ".join(
+                               stopped(inputs.train.get(inputs.systems.get(x, x)))
+                               for x in members)])
+            continue
+        ctrl = [controls[s] for s in members]
+        if "seeds" in res and group in res["seeds"] and "control" in res["seeds"][group]:
+            c = res["seeds"][group]["control"]
+            delta = f"{c['mean']:+.2f}" + (f" ± {c['sd']:.2f}" if c["sd"] is not None else "") + \
+                f" ({c['seeds']} seeds, {c['wins']} better)"
+            p, significant, mean = c["p"], c["significant"], c["mean"]
+            test = "paired t-test across seeds"
+            ctrl_name = c["group"]
+        else:
+            c = res["models"][system].get("control")
+            if c is None:
+                continue
+            delta, p, significant, mean = (f"{c['bleu_delta']:+.2f}", c["bleu_p"],
+                                           c["bleu_significant"], c["bleu_delta"])
+            test = "paired bootstrap"
+            ctrl_name = c["system"]
+        if significant and mean > 0:
+            verdict = "beats its control"
+        elif significant and mean < 0:
+            verdict = "does not beat its control: significantly worse"
+        else:
+            verdict = "does not beat its control: no significant difference"
+        verdict += f" ({mode})"
+        jobs = [inputs.train.get(inputs.systems.get(x, x)) for x in members + ctrl]
+        capped = sorted({r.job for r in jobs if r is not None and
+                         r.stop.get("reason") == "max_steps"})
+        if mode == "converged" and capped:
+            verdict += f"; not converged: {', '.join(capped)} hit max_steps"
+        stops = " / ".join("; ".join(stopped(inputs.train.get(inputs.systems.get(x, x)))
+                                     for x in side) for side in (members, ctrl))
+        t.rows.append([group, verdict, delta, "n/a" if p is None else f"{p:.4f} ({test})",
+                       ctrl_name, _updates(inputs, members), _updates(inputs, ctrl), stops])
+    t.notes.append(f"On test set {ts}; significant: p < {level}. With one seed the p-value is "
+                   "sacreBLEU's paired bootstrap of the model against its matched control; with "
+                   "several, a paired t-test of the per-seed differences (each seed's model "
+                   "against the same seed's control) and 'better' counts the seeds where the "
+                   "model scored higher (section 'Across seeds').")
+    return t
+
+
+def budget_table(inputs: Inputs, starts: dict[str, int | None]) -> Table:
+    """Every evaluated system's training budget: its job's updates and target tokens, tokens
+    per update, where it started, why it stopped (what a reader needs to see whether a model
+    and its control had the same budget)."""
+    roles = job_roles(inputs)
+    t = Table("Budgets: updates and target tokens",
+              ["System", "Role", "Training job", "Updates", "Target tokens", "Tokens / update",
+               "Starts at update", "Total updates", "Stopped"])
+    for system, job in inputs.systems.items():
+        run = inputs.train.get(job)
+        counts = ((run.manifest if run else None) or {}).get("counts", {})
+        steps, tokens = counts.get("steps"), counts.get("target_tokens")
+        start = starts.get(job)
+        t.rows.append([system, roles.get(job, NA), job, fmt(steps), fmt(tokens),
+                       fmt(tokens / steps, 0) if steps and tokens is not None else NA,
+                       fmt(start), fmt(None if start is None or steps is None else start + steps),
+                       stopped(run)])
+    t.notes.append("Updates and target tokens of the system's own training job (counts.steps, "
+                   "counts.target_tokens in its manifest; tokens: target subwords trained on, "
+                   "padding excluded); a fine-tune's job starts from its initial job's best "
+                   "checkpoint, at the update given. A model and its matched control train the "
+                   "same number of updates in the smoke regime; in the converged regime each "
+                   "stops on its own plateau, so their budgets differ and are shown here.")
+    return t
+
+
+def seeds_table(scores: dict) -> Table | None:
+    """Per system (a group of seeds' runs): BLEU per seed, mean ± sd, each seed's paired
+    bootstrap against its control, the paired t-test across seeds against the control and the
+    baseline. None in a single-seed run."""
+    if not scores.get("replicates"):
+        return None
+    t = Table("Across seeds", ["Test set", "System", "Seeds", "BLEU per seed", "Mean ± sd",
+                               "Δ control per seed (p)", "Δ control mean ± sd", "p (t-test)",
+                               "Δ baseline mean ± sd", "p (t-test, baseline)"])
+
+    def mean_sd(c: dict) -> str:
+        return f"{c['mean']:+.2f}" + (f" ± {c['sd']:.2f}" if c.get("sd") is not None else "")
+
+    for ts in scores["test_sets"]:
+        for group, e in scores["results"][ts].get("seeds", {}).items():
+            c, b = e.get("control"), e.get("baseline")
+            t.rows.append([
+                ts, group, ", ".join(map(str, e["seeds"])), ", ".join(f"{x:.2f}" for x in e["bleu"]),
+                f"{e['mean']:.2f}" + (f" ± {e['sd']:.2f}" if e["sd"] is not None else ""),
+                "" if c is None else ", ".join(f"{d:+.2f} ({p:.3f})" for d, p in
+                                               zip(c["deltas"], c["per_seed_p"])),
+                "" if c is None else mean_sd(c),
+                "" if c is None else fmt(c["p"], 4) + (SIG_MARK if c["significant"] else ""),
+                "" if b is None else mean_sd(b),
+                "" if b is None else fmt(b["p"], 4) + (SIG_MARK if b["significant"] else "")])
+    t.notes.append("sd: sample standard deviation over seeds. Each seed's model is compared "
+                   "with the same seed's control and baseline (they share its initial "
+                   "checkpoint and data order); p per seed: sacreBLEU's paired bootstrap; "
+                   "p (t-test): Student's paired t-test of the per-seed differences, df = seeds "
+                   f"- 1; {SIG_MARK}: p < {scores['config']['significance_level']}.")
     return t
 
 
@@ -368,18 +600,19 @@ def results_table(scores: dict) -> Table:
     t = Table("All metrics", header)
     control_rows = set(controls.values())
     for model in scores["models"]:
-        name = (f"{model} (baseline)" if model == base else
+        own = baseline_of(scores, model)
+        name = (f"{model} (baseline)" if model == own else
                 f"{model} (control)" if model in control_rows else model)
         row = [name, controls.get(model, "")]
         for ts in sets:
             r = scores["results"][ts]["models"].get(model, {})
-            b = scores["results"][ts]["models"].get(base, {})
+            b = scores["results"][ts]["models"].get(own, {})
             for key, _ in metrics:
                 if key not in r:
                     row.append(NA)
                     continue
                 cell = f"{r[key]:.2f}"
-                if model != base:
+                if model != own:
                     cell += f" ({r[key] - b[key]:+.2f})"
                     if r.get(f"{key}_significant"):
                         cell += SIG_MARK
@@ -392,7 +625,9 @@ def results_table(scores: dict) -> Table:
                                f"{c[f'{key}_delta']:+.2f}{SIG_MARK if c[f'{key}_significant'] else ''}")
         t.rows.append(row)
     level = scores["config"]["significance_level"]
-    t.notes.append(f"Δ in parentheses: difference to the baseline {base}; {SIG_MARK}: "
+    t.notes.append(f"Δ in parentheses: difference to the baseline {base}"
+                   + (" (with several seeds: the same seed's run of it)"
+                      if scores.get("replicates") else "") + f"; {SIG_MARK}: "
                    f"p < {level} in sacreBLEU's paired bootstrap resampling "
                    f"({scores['config']['bootstrap_samples']} samples) against the baseline. "
                    "TER: lower is better. d-BLEU: BLEU over documents (sentences joined).")
@@ -460,7 +695,7 @@ def jobs_table(inputs: Inputs, starts: dict[str, int | None], roles: dict[str, s
     """Every training job with where it starts on the curves' axis and how it ended."""
     t = Table("Training jobs", ["Job", "Role", "Starts from", "At update", "Updates",
                                 "Total updates", "Best dev loss", "At total update",
-                                "Last dev BLEU", "Device"])
+                                "Last dev BLEU", "Device", "Stopped"])
     for job, run in inputs.train.items():
         m = run.manifest or {}
         steps = m.get("counts", {}).get("steps")
@@ -472,11 +707,14 @@ def jobs_table(inputs: Inputs, starts: dict[str, int | None], roles: dict[str, s
                        fmt(steps), fmt(None if start is None or steps is None else start + steps),
                        fmt(m.get("best_dev_loss"), 3),
                        fmt(None if start is None or best is None else start + best),
-                       fmt(bleu[-1] if bleu else None), device])
+                       fmt(bleu[-1] if bleu else None), device, stopped(run)])
     t.notes.append("A fine-tune starts from its initial job's checkpoints/best (params.train."
-                   "init_from in its manifest), saved at that job's first lowest dev loss: its "
-                   "updates are counted on from there. Dev BLEU: greedy search on the dev set "
-                   "during training (not for models that skip it).")
+                   "init_from in its manifest), saved at that job's best validation by its stop "
+                   "metric (stop.best_step): its updates are counted on from there. Dev BLEU: "
+                   "greedy search on the dev set during training (not for models that skip it). "
+                   "Stopped: plateau (the stop rule's patience ran out), max_steps (the cap, or "
+                   "the fixed budget of the smoke regime); signals: attempts that saved and were "
+                   "resumed.")
     return t
 
 
@@ -668,16 +906,19 @@ def curve_styles(inputs: Inputs, roles: dict[str, str]
                  ) -> dict[str, tuple[tuple[int, int], Any, str]]:
     """((family, rank), colour, line style) of each training job's curve. A model's colour is
     shared by its matched control (dashed) and by the jobs the two start from (dotted), so a
-    model reads against its control and a two-step recipe as one family; the baseline is black
+    model reads against its control and a two-step recipe as one family (and every seed's run of
+    a model shares its colour); the baseline is black
     (family -1), jobs of no family grey. (family, rank) orders the legend: model, control,
     the jobs they start from."""
     import matplotlib
 
     palette = [c for i, c in enumerate(matplotlib.colormaps["tab10"].colors) if i != 7]  # 7: grey
-    family: dict[str, int] = {}
-    for job in dict.fromkeys(inputs.systems.values()):
-        if roles.get(job) == "model":
-            family[job] = len(family)
+    groups = system_groups(inputs)
+    ids: dict[str, int] = {}       # system group -> family: every seed's run of a model shares it
+    family: dict[str, int] = {}    # job -> family
+    for system, job in inputs.systems.items():
+        if roles.get(job) == "model" and job not in family:
+            family[job] = ids.setdefault(groups[system], len(ids))
     for system, control in ((inputs.scores or {}).get("controls") or {}).items():
         job = inputs.systems.get(system)
         if job in family:   # a control is a system of its own, trained as the job of its name
@@ -691,7 +932,7 @@ def curve_styles(inputs: Inputs, roles: dict[str, str]
     rank = {"model": 0, "control": 1, "initialises": 2}
     styles = {}
     for job in inputs.train:
-        key = (family.get(job, len(family)), rank.get(roles[job], 0))
+        key = (family.get(job, len(ids)), rank.get(roles[job], 0))
         if roles[job] == "baseline":
             styles[job] = ((-1, 0), "black", "-")
         elif job in family:
@@ -751,6 +992,8 @@ def to_markdown(title: str, sections: list[Section]) -> str:
         for b in section.blocks:
             if isinstance(b, Figure):
                 out += [f"![{b.alt}]({b.src})", ""]
+            elif isinstance(b, Text):
+                out += [line for p in b.paragraphs for line in (p, "")]
             else:
                 if b.title != section.title:
                     out += [f"### {b.title}", ""]
@@ -793,6 +1036,8 @@ def to_html(title: str, sections: list[Section]) -> str:
         for b in section.blocks:
             if isinstance(b, Figure):
                 out.append(f'<figure><img src="{e(b.src)}" alt="{e(b.alt)}"></figure>')
+            elif isinstance(b, Text):
+                out += [f"<p>{e(p)}</p>" for p in b.paragraphs]
             else:
                 if b.title != section.title:
                     out.append(f"<h3>{e(b.title)}</h3>")
@@ -853,7 +1098,12 @@ def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
                      "fine-tune starts where its initial checkpoint was saved (table below)."])
     if missing:
         curves.notes.append(f"No dev records ({NA}): {', '.join(missing)}.")
+    across = seeds_table(scores) if scores else None
+    if across is not None:
+        bleu.blocks.append(across)
     sections = [
+        Section("Verdict", [regime_text(inputs), verdict_table(inputs),
+                            budget_table(inputs, starts)]),
         Section("Run", [run_table(inputs, manifests)]),
         bleu,
         *([Section("All metrics", metrics)] if metrics else []),

@@ -18,6 +18,16 @@ re-implemented here: this module only lines hypotheses up with their references.
   A system with no observed difference to the one it is tested against gets p = 1
   (:func:`no_difference`).
 * "All" is the concatenation of all test sets, in the order given.
+* Several seeds (``--replicate SYSTEM GROUP SEED``: SYSTEM is seed SEED's run of GROUP, e.g.
+  ``doct_seed2`` of ``doct``): each seed's systems are tested against that seed's baseline and
+  their controls (the paired bootstrap above, per seed), and each GROUP gets its mean ± sample
+  sd over seeds and a paired t-test across seeds (:func:`across_seeds`) of its per-seed BLEU
+  difference to its control's group and to the baseline's. WHY that test: a model and its
+  control of one seed share their initial checkpoint and data order, so the per-seed
+  difference cancels what the seed does to both, and the t-test asks whether the mean of those
+  differences is zero given how much they vary between seeds: the variation a single run's
+  bootstrap over test sentences cannot see (Clark et al. 2011). With 3 seeds it has 2 degrees
+  of freedom, so only a difference that is large against its spread is significant.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -140,9 +152,12 @@ def metrics(cfg: ScoreConfig) -> dict[str, object]:
 
 
 def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
-                   controls: dict[str, str] | None = None) -> dict:
+                   controls: dict[str, str] | None = None,
+                   replicates: dict[str, tuple[str, int]] | None = None) -> dict:
     """Scores and significance of every model on one test set (first model = baseline), and of
-    every model against its matched control (``controls``: model -> control system)."""
+    every model against its matched control (``controls``: model -> control system). With
+    ``replicates`` (system -> (group, seed)) each seed's systems are tested against that seed's
+    baseline, and ``seeds`` gives the statistics across seeds (:func:`across_seeds`)."""
     sent_refs = reference_streams(ts.refs)
     doc_keys_refs = doc_references(ts.keys, ts.refs)
     out: dict = {"sentences": len(ts.keys), "documents": len({d for d, _ in ts.keys}),
@@ -159,10 +174,110 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
         row["dbleu_signature"] = str(dbleu.get_signature())
         out["models"][model] = row
     # also with the baseline alone: the resampling gives each system's own 95 % interval
-    _significance(ts, models, cfg, sent_refs, doc_keys_refs, out)
+    for group in seed_groups(models, replicates or {}):
+        _significance(ts, group, cfg, sent_refs, doc_keys_refs, out)
     for model, control in (controls or {}).items():
         out["models"][model]["control"] = _against(ts, model, control, cfg, sent_refs,
                                                    doc_keys_refs)
+    if replicates:
+        out["seeds"] = across_seeds(out["models"], models[0], controls or {}, replicates,
+                                    cfg.significance_level)
+    return out
+
+
+def seed_groups(models: list[str], replicates: dict[str, tuple[str, int]]) -> list[list[str]]:
+    """The systems tested together against one baseline: all of them (one seed), or per seed
+    that seed's systems behind that seed's baseline (``models[0]`` is seed 1's)."""
+    if not replicates:
+        return [models]
+    base_group = replicates[models[0]][0]
+    seeds = list(dict.fromkeys(seed for _, seed in (replicates[m] for m in models)))
+    groups = []
+    for seed in seeds:
+        members = [m for m in models if replicates[m][1] == seed]
+        base = [m for m in members if replicates[m][0] == base_group]
+        if len(base) != 1:
+            raise ValueError(f"seed {seed}: no run of the baseline {base_group} among {members}")
+        groups.append(base + [m for m in members if m != base[0]])
+    return groups
+
+
+def t_test_p(t: float, df: int) -> float:
+    """Two-sided p-value of Student's t with ``df`` (integer) degrees of freedom, exactly.
+
+    WHY no scipy: the closed form for integer df (Abramowitz & Stegun 26.7.3-4) is a short
+    finite sum: with theta = atan(|t| / sqrt(df)), P(|T| <= |t|) is
+    (2/pi) (theta + sin(theta) (cos(theta) + 2/3 cos^3(theta) + ... )) for odd df and
+    sin(theta) (1 + 1/2 cos^2(theta) + 3/8 cos^4(theta) + ...) for even df."""
+    if df < 1:
+        raise ValueError(f"t test needs df >= 1, got {df}")
+    if math.isinf(t):
+        return 0.0
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:
+        term, total = math.cos(theta), 0.0
+        for k in range(1, (df - 1) // 2 + 1):   # cos + 2/3 cos^3 + 2*4/(3*5) cos^5 + ...
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        inside = 2 / math.pi * (theta + s * total) if df > 1 else 2 * theta / math.pi
+    else:
+        term, total = 1.0, 0.0
+        for k in range(1, df // 2 + 1):         # 1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...
+            total += term
+            term *= c2 * (2 * k - 1) / (2 * k)
+        inside = s * total
+    return min(1.0, max(0.0, 1.0 - inside))
+
+
+def paired_t(deltas: list[float], level: float) -> dict:
+    """Mean, sample sd, t, df and two-sided p of per-seed differences (H0: mean 0); wins =
+    seeds with a positive difference. One seed has no spread: no test."""
+    n = len(deltas)
+    out: dict = {"deltas": [round(d, 2) for d in deltas], "mean": round(statistics.fmean(deltas), 2),
+                 "sd": None, "t": None, "df": n - 1, "p": None, "significant": False,
+                 "wins": sum(d > 0 for d in deltas), "seeds": n}
+    if n < 2:
+        return out
+    mean, sd = statistics.fmean(deltas), statistics.stdev(deltas)
+    if sd == 0:
+        t = 0.0 if mean == 0 else math.copysign(math.inf, mean)
+    else:
+        t = mean / (sd / math.sqrt(n))
+    p = 1.0 if mean == 0 else t_test_p(t, n - 1)
+    out.update({"sd": round(sd, 2), "t": None if math.isinf(t) else round(t, 3),
+                "p": round(p, 4), "significant": p < level})
+    return out
+
+
+def across_seeds(rows: dict[str, dict], baseline: str, controls: dict[str, str],
+                 replicates: dict[str, tuple[str, int]], level: float) -> dict:
+    """Per group (a system of the single-seed plan): its seeds, BLEU per seed, mean ± sd, and
+    paired t-tests across seeds of its difference to its control's group and to the
+    baseline's (each seed against the same seed's control and baseline)."""
+    by_group: dict[str, dict[int, str]] = {}
+    for system, (group, seed) in replicates.items():
+        if system in rows:
+            by_group.setdefault(group, {})[seed] = system
+    base_group = replicates[baseline][0]
+    out = {}
+    for group, runs in by_group.items():
+        seeds = sorted(runs)
+        bleu = [rows[runs[s]]["bleu"] for s in seeds]
+        entry: dict = {"seeds": seeds, "systems": [runs[s] for s in seeds], "bleu": bleu,
+                       "mean": round(statistics.fmean(bleu), 2),
+                       "sd": round(statistics.stdev(bleu), 2) if len(bleu) > 1 else None}
+        if group != base_group:
+            base = by_group[base_group]
+            entry["baseline"] = {"group": base_group, **paired_t(
+                [rows[runs[s]]["bleu"] - rows[base[s]]["bleu"] for s in seeds], level)}
+        control = {s: controls[runs[s]] for s in seeds if runs[s] in controls}
+        if control and len(control) == len(seeds):
+            entry["control"] = {
+                "group": replicates[control[seeds[0]]][0],
+                "per_seed_p": [rows[runs[s]]["control"]["bleu_p"] for s in seeds],
+                **paired_t([rows[runs[s]]["control"]["bleu_delta"] for s in seeds], level)}
+        out[group] = entry
     return out
 
 
@@ -227,10 +342,13 @@ def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, d
 
 def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], baseline: str,
               cfg: ScoreConfig, manifest: Manifest,
-              controls: dict[str, str] | None = None) -> dict:
+              controls: dict[str, str] | None = None,
+              replicates: dict[str, tuple[str, int]] | None = None) -> dict:
     """Score all (model, corpus, split) hypotheses; returns the scores document. ``controls``
-    (model -> its matched control) adds a test of each model against its control."""
+    (model -> its matched control) adds a test of each model against its control;
+    ``replicates`` (system -> (group, seed), several seeds) the statistics across seeds."""
     controls = dict(controls or {})
+    replicates = dict(replicates or {})
     # the baseline first, then the models in the order given (the config's order)
     models = list(dict.fromkeys([baseline] + [m for m, *_ in hyps]))
     if baseline not in {m for m, *_ in hyps}:
@@ -249,6 +367,10 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     unknown = sorted({m for pair in controls.items() for m in pair} - set(models))
     if unknown:
         raise ValueError(f"--control names systems without hypotheses: {unknown}")
+    if replicates and set(replicates) != set(models):
+        raise ValueError(f"--replicate must name every system once: missing "
+                         f"{sorted(set(models) - set(replicates))}, unknown "
+                         f"{sorted(set(replicates) - set(models))}")
     for name, ts in sets.items():
         absent = [m for m in models if m not in ts.hyps]
         if absent:
@@ -263,11 +385,12 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     results = {}
     for name in names:
         log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
-        results[name] = score_test_set(sets[name], models, cfg, controls)
+        results[name] = score_test_set(sets[name], models, cfg, controls, replicates)
     manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
                        for name, r in results.items()}
     return {"baseline": baseline, "models": models, "test_sets": names,
-            "controls": controls, "config": asdict(cfg), "results": results}
+            "controls": controls, "config": asdict(cfg), "results": results,
+            **({"replicates": {s: list(r) for s, r in replicates.items()}} if replicates else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", required=True, help="model every other model is tested against")
     ap.add_argument("--control", nargs=2, action="append", default=[], metavar=("MODEL", "CONTROL"),
                     help="also test MODEL against its matched CONTROL (repeatable)")
+    ap.add_argument("--replicate", nargs=3, action="append", default=[],
+                    metavar=("SYSTEM", "GROUP", "SEED"),
+                    help="SYSTEM is seed SEED's run of GROUP (several seeds; every system once)")
     ap.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
@@ -291,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scores = score_all({c: Path(p) for c, p in args.refs},
                            [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
-                           manifest, dict(args.control))
+                           manifest, dict(args.control),
+                           {s: (g, int(seed)) for s, g, seed in args.replicate})
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -60,6 +60,7 @@ from pipeline_lib.preprocess.subword_heads import project_heads
 log = logging.getLogger("bpe")
 
 SPM_PREFIX = "spm"
+SCRATCH_DIR = ".spm-training"   # inside the output folder, removed after training
 ENCODED_FILE = "encoded.parquet"
 
 ENCODED_SCHEMA = pa.schema(
@@ -131,8 +132,14 @@ def train(docs_paths: Sequence[Path], out_dir: Path, cfg: BpeConfig, src_lang: s
         manifest.add_input(p)
     symbols = user_symbols(src_lang, tgt_lang)
     n_lines = 0
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        text = Path(tmp) / "train.txt"
+    # A fixed scratch folder, not a random temporary name: sentencepiece records its input and
+    # output paths in the model (trainer_spec), so a random name would make every spm.model
+    # differ in bytes, and with it the input checksum of every later stage.
+    tmp = out_dir / SCRATCH_DIR
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        text = tmp / "train.txt"
         with open(text, "w", encoding="utf-8") as f:
             for line in iter_training_text(docs_paths):
                 # sentencepiece reads one sentence per line: inner newlines would split it.
@@ -143,7 +150,7 @@ def train(docs_paths: Sequence[Path], out_dir: Path, cfg: BpeConfig, src_lang: s
         # Sentence sampling (input_sentence_size) is random: seed it for reproducible models.
         spm.set_random_generator_seed(cfg.seed)
         spm.SentencePieceTrainer.train(
-            input=str(text), model_prefix=str(Path(tmp) / SPM_PREFIX), model_type="bpe",
+            input=str(text), model_prefix=str(tmp / SPM_PREFIX), model_type="bpe",
             vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             user_defined_symbols=symbols, input_sentence_size=cfg.input_sentence_size,
@@ -154,7 +161,9 @@ def train(docs_paths: Sequence[Path], out_dir: Path, cfg: BpeConfig, src_lang: s
         )
         # trained in the scratch folder, renamed into place only once both files are complete
         for suffix in (".model", ".vocab"):
-            (Path(tmp) / f"{SPM_PREFIX}{suffix}").replace(out_dir / f"{SPM_PREFIX}{suffix}")
+            (tmp / f"{SPM_PREFIX}{suffix}").replace(out_dir / f"{SPM_PREFIX}{suffix}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     sp = spm.SentencePieceProcessor(model_file=str(out_dir / f"{SPM_PREFIX}.model"))
     manifest.counts = {"training_lines": n_lines, "vocab_size": sp.get_piece_size()}
     manifest.extra = {"user_symbols": {s: sp.piece_to_id(s) for s in symbols},

@@ -43,6 +43,7 @@ from pipeline_lib.layout import ATTEMPTS_FILE
 RUNNING = "running"
 KILLED = "killed"
 FINISHED = "finished"
+SIGNAL_END = "signal "   # + the signal number: the attempt saved and exited for requeue
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,12 @@ class AttemptLog:
         self.entries[-1].update(step=step, seconds=round(now - self.t0, 3), last_seen=_stamp(now),
                                 end=end)
         self._write()
+
+    def interruptions(self) -> list[dict[str, int]]:
+        """The attempts a signal ended (saved, then requeued or retried): their update and
+        signal, for the manifest's ``stop`` record."""
+        return [{"step": e["step"], "signal": int(e["end"].split()[1])}
+                for e in self.entries if e["end"].startswith(SIGNAL_END)]
 
     def summary(self) -> dict[str, Any]:
         """The manifest's record: every attempt and the seconds they took together."""

@@ -27,7 +27,10 @@ Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (N
 gloo on CPU).
 
 The loop reads in one screen: :class:`Trainer` sets up (model, optimiser, data), resumes, runs
-:meth:`Trainer.step` until ``max_steps``, validating and saving on schedule, and finishes.
+:meth:`Trainer.step` until the stop rule ends it (stopping.py: a plateau of the dev metric, or
+``max_steps``), validating and saving on schedule, and finishes; the manifest says why it
+stopped (``stop``) and what besides code, config and data decided its weights (``determinism``,
+reproducibility.py).
 """
 
 from __future__ import annotations
@@ -67,8 +70,10 @@ from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, bar
 from pipeline_lib.training.validation import autocast, dev_bleu, dev_loss
 from pipeline_lib.training.metrics import TB_DIR, MetricsLog, Window
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
-from pipeline_lib.training.resume import (FINISHED, AttemptLog, attempt_identity, clear_run,
-                                          decide, run_changes)
+from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog, attempt_identity,
+                                          clear_run, decide, run_changes)
+from pipeline_lib.training.reproducibility import determinants, seed_step
+from pipeline_lib.training.stopping import StopMetric, StopReason, StopRule, judge
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 SUPERVISION = ("src_heads", "src_tokens", "tgt_heads", "tgt_tokens")
@@ -96,6 +101,8 @@ class TrainConfig:
     keep_last: int = 3
     average_last_k: int = 0
     patience: int = 0
+    min_delta: float = 0.0
+    stop_metric: str = "loss"
     compile: bool | None = None          # None: on CUDA (it wins there), not on CPU
     num_workers: int = 2
     device: str = "auto"
@@ -109,6 +116,17 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.aux_ratio <= 1.0:
             raise ValueError(f"train.aux_ratio={self.aux_ratio} must lie in [0, 1]")
+        self.stop_rule()   # refuses a bad rule before anything is built
+
+    def stop_rule(self) -> StopRule:
+        """When the run stops (stopping.py): dev ``stop_metric``, ``patience``, ``min_delta``,
+        ``max_steps``."""
+        try:
+            metric = StopMetric(self.stop_metric)
+        except ValueError:
+            raise ValueError(f"train.stop_metric={self.stop_metric!r}: one of "
+                             f"{[m.value for m in StopMetric]}") from None
+        return StopRule(metric, self.patience, self.min_delta, self.max_steps)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
@@ -169,8 +187,8 @@ def init_from_checkpoint(model: torch.nn.Module, path: str | Path) -> dict[str, 
 
 #: Train keys that may change between a run and its resumption (a longer run, other logging).
 RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log_every",
-                               "keep_last", "average_last_k", "patience", "dev_bleu",
-                               "device", "compile", "num_workers", "pad_multiple"})
+                               "keep_last", "average_last_k", "patience", "min_delta",
+                               "dev_bleu", "device", "compile", "num_workers", "pad_multiple"})
 
 
 def run_record(tcfg: TrainConfig, model: str,
@@ -209,8 +227,12 @@ class TrainerState:
 
     step: int = 0
     position: DataPosition = field(default_factory=DataPosition)
+    #: best dev value of the stop metric so far (the weights in ``checkpoints/best``), its update
     best_dev: float = math.inf
+    best_step: int | None = None
+    #: patience counter and the dev value at its last restart (stopping.judge)
     bad_evals: int = 0
+    reference: float = math.inf
     tokens: int = 0
     #: the run ended (max_steps or early stop): a later start trains from scratch (resume.py)
     finished: bool = False
@@ -221,13 +243,16 @@ class TrainerState:
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "position": self.position.to_dict(),
                 "aux_position": self.aux_position.to_dict(), "best_dev": self.best_dev,
-                "bad_evals": self.bad_evals, "tokens": self.tokens,
+                "best_step": self.best_step, "bad_evals": self.bad_evals,
+                "reference": self.reference, "tokens": self.tokens,
                 "supervision": dict(self.supervision), "finished": self.finished}
 
     @classmethod
     def from_dict(cls, ts: dict[str, Any]) -> "TrainerState":
         return cls(step=ts["step"], position=DataPosition.from_dict(ts["position"]),
-                   best_dev=ts["best_dev"], bad_evals=ts["bad_evals"], tokens=ts["tokens"],
+                   best_dev=ts["best_dev"], best_step=ts.get("best_step"),
+                   bad_evals=ts["bad_evals"], reference=ts.get("reference", ts["best_dev"]),
+                   tokens=ts["tokens"],
                    aux_position=DataPosition.from_dict(ts.get("aux_position",
                                                               {"epoch": 0, "batches": 0})),
                    supervision={**dict.fromkeys(SUPERVISION, 0), **ts.get("supervision", {})},
@@ -288,7 +313,12 @@ class Trainer:
                                   roles.items() if str(p) in self.manifest.inputs})
         self.model = build_model(self.mcfg).to(self.device)
         self.inputs = inputs_for(self.model, spm_path)
-        self.state = TrainerState()
+        self.rule = tcfg.stop_rule()
+        if self.rule.metric is StopMetric.BLEU and (not tcfg.dev_bleu or self.inputs.dev_bleu_skip):
+            raise ValueError(f"train.stop_metric=bleu needs dev BLEU, which this run does not "
+                             f"compute ({self.inputs.dev_bleu_skip or 'train.dev_bleu: false'}): "
+                             "use loss or nll")
+        self.state = TrainerState(best_dev=self.rule.worst, reference=self.rule.worst)
         self.attempts = AttemptLog(self.out_dir, self.info.is_main)
         self.last, self.last_state = self._start(attempt)
         self.init_keys = None
@@ -375,7 +405,8 @@ class Trainer:
         self.scheduler.load_state_dict(ts["scheduler"])
         self.state = TrainerState.from_dict(ts)
         if ckpt.resolve_checkpoint(self.ck_dir / "best") is None:
-            self.state.best_dev = math.inf  # best/ was removed (e.g. by Snakemake): re-create it
+            # best/ was removed (e.g. by Snakemake): re-create it at the next validation
+            self.state.best_dev, self.state.best_step = self.rule.worst, None
         ckpt.set_rng_state(ts["rng"][min(self.info.rank, len(ts["rng"]) - 1)])
         self._log(f"resumed from {self.last} at step {self.state.step}, data {self.state.position}")
 
@@ -410,6 +441,8 @@ class Trainer:
         global number of target tokens (DDP already averages over ranks). Quantities stay tensors
         (added to ``window``), so the update never waits for the device."""
         tcfg, info = self.tcfg, self.info
+        # dropout masks depend on (seed, update, rank) alone: a resumed run draws the same
+        seed_step(tcfg.seed, self.state.step, self.device, info.rank)
         self.optimizer.zero_grad(set_to_none=True)
         aux = (self.aux_loader is not None
                and self.inputs.schedule(self.state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
@@ -446,22 +479,27 @@ class Trainer:
         window.add("tokens", global_tokens)
 
     # --- validation and checkpoints ---------------------------------------------------------
-    def validate(self) -> bool:
-        """Dev loss/BLEU, best checkpoint, early stopping; True when patience ran out."""
-        stop_now = 0.0
+    def validate(self) -> None:
+        """Dev loss/NLL/BLEU; ``checkpoints/best`` and the patience counter by the stop rule
+        (stopping.judge). Every rank learns the counter, so all stop at the same update."""
+        bad_evals = 0.0
         if self.info.is_main:
-            m = dev_loss(self.model, self.dev, self.tcfg.label_smoothing, self.device)
+            m = dev_loss(self.model, self.dev, self.tcfg.label_smoothing, self.device,
+                         other_source=self.inputs.mode is DataMode.SENTENCE)
             if self.tcfg.dev_bleu and not self.inputs.dev_bleu_skip:
-                m["bleu"] = dev_bleu(self.model, self.dev, self.spm_path, self.device, self.inputs)
+                bleu = dev_bleu(self.model, self.dev, self.spm_path, self.device, self.inputs)
+                m["bleu"], m["bleu_len_ratio"] = bleu["bleu"], bleu["len_ratio"]
             self.log.write({"step": self.state.step, "split": "dev", **m})
-            if m["loss"] < self.state.best_dev:
-                self.state.best_dev, self.state.bad_evals = m["loss"], 0
+            value, st = m[self.rule.metric.value], self.state
+            v = judge(self.rule, value, st.best_dev, st.reference, st.bad_evals)
+            if v.new_best:
+                st.best_dev, st.best_step = value, st.step
                 ckpt.save_checkpoint(self.ck_dir / "best", self.model.state_dict(),
                                      self.mcfg.to_dict(), self.record, self.spm_path)
-            else:
-                self.state.bad_evals += 1
-            stop_now = float(self.tcfg.patience > 0 and self.state.bad_evals >= self.tcfg.patience)
-        return all_reduce_float(stop_now, self.info, "max") > 0
+            if v.gained:
+                st.reference = value
+            bad_evals = float(v.bad_evals)
+        self.state.bad_evals = int(all_reduce_float(bad_evals, self.info, "max"))
 
     def save(self, name: str) -> None:
         """Save a resumable checkpoint (weights + trainer state) under ``name``; every rank
@@ -532,33 +570,37 @@ class Trainer:
                         dynamic_ncols=True)
         exit_code, last_val = 0, -1
         window, t0 = Window(), time.time()
-        while self.state.step < tcfg.max_steps:
+        # a resumed run that had already reached its plateau trains no further
+        while self.state.step < tcfg.max_steps and not self.rule.plateaued(self.state.bad_evals):
             self.step(window)
             self.bar.update(1)
             if self.state.step % tcfg.log_every == 0 or self.state.step == tcfg.max_steps:
                 self.log_train(window, time.time() - t0)
                 window, t0 = Window(), time.time()
-            stopping, t_pause = False, time.time()
+            t_pause = time.time()
             if self.state.step % tcfg.validate_every == 0:
-                stopping, last_val = self.validate(), self.state.step
+                self.validate()
+                last_val = self.state.step
             if self.state.step % tcfg.save_every == 0:
                 self.save_step()
             signalled = all_reduce_float(float(self.stop.signum), self.info, "max")
             if signalled:
                 self.save("last")
-                self.attempts.update(self.state.step, end=f"signal {int(signalled)}")
+                self.attempts.update(self.state.step, end=f"{SIGNAL_END}{int(signalled)}")
                 exit_code = EXIT_REQUEUE
                 self._log(f"signal {int(signalled)}: saved last at step {self.state.step}, "
                           f"exiting {EXIT_REQUEUE} for requeue")
                 break
             t0 += time.time() - t_pause  # tokens/s counts training time only
-            if stopping:
-                self._log(f"early stop at step {self.state.step}: dev loss did not improve in "
-                          f"{tcfg.patience} validations")
-                break
         self.bar.close()
         if exit_code == 0:
-            self.finish(validated=last_val == self.state.step)
+            reason = (StopReason.PLATEAU if self.rule.plateaued(self.state.bad_evals)
+                      else StopReason.MAX_STEPS)
+            if reason is StopReason.PLATEAU:
+                self._log(f"stopped on a plateau at step {self.state.step}: dev "
+                          f"{self.rule.metric.value} did not improve by more than "
+                          f"{self.rule.min_delta} in {self.rule.patience} validations")
+            self.finish(reason, validated=last_val == self.state.step)
         self.log.close()
         if self.info.world_size > 1:
             import torch.distributed as dist
@@ -566,8 +608,9 @@ class Trainer:
             dist.destroy_process_group()
         return exit_code
 
-    def finish(self, validated: bool) -> None:
-        """Final validation, ``last``, the averaged checkpoint and the manifest."""
+    def finish(self, reason: StopReason, validated: bool) -> None:
+        """Final validation, ``last``, the averaged checkpoint and the manifest (with why the
+        run stopped and what decides its weights besides code, config and data)."""
         if not validated:
             self.validate()
         self.state.finished = True
@@ -591,11 +634,21 @@ class Trainer:
                                 "parameters": sum(p.numel() for p in self.model.parameters()),
                                 "trainable_parameters": sum(p.numel() for p in self.trainable),
                                 "frozen_parameters": len(self.frozen)}
-        self.manifest.extra = {"best_dev_loss": self.state.best_dev, "init_from": self.init_keys,
+        st = self.state
+        self.manifest.extra = {"best_dev_loss": (st.best_dev if self.rule.metric is StopMetric.LOSS
+                                                 else None),
+                               "init_from": self.init_keys,
                                "data_mode": self.inputs.mode.value,
                                "dev_bleu_skipped": self.inputs.dev_bleu_skip,
-                               "aux_position": self.state.aux_position.to_dict(),
-                               "world_size": self.info.world_size, "device": str(self.device)}
+                               "aux_position": st.aux_position.to_dict(),
+                               "world_size": self.info.world_size, "device": str(self.device),
+                               "stop": {"reason": reason.value, "updates": st.step,
+                                        "rule": self.rule.to_dict(), "best": st.best_dev,
+                                        "best_step": st.best_step,
+                                        "validations_without_gain": st.bad_evals,
+                                        "interruptions": self.attempts.interruptions()},
+                               "determinism": determinants(self.tcfg.seed, self.tcfg.num_workers,
+                                                           self.info.world_size, self.device)}
         self.attempts.update(self.state.step, end=FINISHED)
         self.manifest.extra.update(self.attempts.summary())
         if self.inputs.heads:   # the share of training tokens that carried parse supervision

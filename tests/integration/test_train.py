@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,84 @@ def test_kill9_and_sigterm_resume_bit_identical(corpus, tmp_path):
     steps = [r["step"] for r in _metrics(run) if r["split"] == "train"]
     assert steps == list(range(10, 151, 10))
     assert len(list((run / "checkpoints").glob("step-*"))) == 2
+    # the manifest says how the job ended and which attempt a signal ended (the kill -9 left
+    # no trace: nothing could be saved)
+    stop = json.loads((run / "manifest.json").read_text())["stop"]
+    assert stop["reason"] == "max_steps" and stop["updates"] == 150
+    assert stop["interruptions"] == [{"step": termed_at, "signal": signal.SIGTERM}]
+
+
+def _states(folder: Path) -> dict[str, dict[str, torch.Tensor]]:
+    return {p.name: ckpt.load_state(p) for p in sorted((folder / "checkpoints").iterdir())
+            if ckpt.resolve_checkpoint(p)}
+
+
+@pytest.mark.slow
+def test_two_runs_of_the_same_config_and_seed_give_identical_checkpoints(corpus, tmp_path):
+    """Same commit, config, data, seed and thread count on CPU: every checkpoint (step-N, best,
+    last) and every dev record repeats bit for bit, dropout included; another seed does not.
+    Each run is its own process, as two runs of the pipeline are."""
+    train_cfg = {"max_tokens": 300, "max_steps": 24, "warmup": 8, "lr": 2e-3,
+                 "validate_every": 8, "save_every": 8, "log_every": 4, "keep_last": 3}
+    runs = {}
+    for name, seed in (("a", 1), ("b", 1), ("other_seed", 2)):
+        out = tmp_path / name
+        proc = subprocess.run([sys.executable, *_cli(corpus, out, {**train_cfg, "seed": seed})],
+                              env=_env(), capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = out
+    a, b, other = (_states(runs[n]) for n in ("a", "b", "other_seed"))
+    assert set(a) == {"best", "final", "last", "step-8", "step-16", "step-24"} == set(b)
+    for name in a:
+        for k in a[name]:
+            assert torch.equal(a[name][k], b[name][k]), f"{name}/{k}"
+    assert not torch.equal(a["last"]["embed.weight"], other["last"]["embed.weight"])
+    dev = [[r for r in _metrics(runs[n]) if r["split"] == "dev"] for n in ("a", "b")]
+    assert dev[0] == dev[1] and [r["step"] for r in dev[0]] == [8, 16, 24]
+    det = [json.loads((runs[n] / "manifest.json").read_text())["determinism"] for n in "ab"]
+    assert det[0] == det[1]
+    assert det[0]["seed"] == 1 and det[0]["intra_op_threads"] == 1
+    assert det[0]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert det[0]["bit_reproducible"].startswith("yes")
+
+
+def test_stops_on_a_plateau_and_records_why(corpus, tmp_path):
+    """A gain must exceed min_delta to restart patience: with a min_delta no gain reaches, the
+    run stops after the first validation plus `patience` more; checkpoints/best still follows
+    every improvement. Run again, it trains no further."""
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_tokens=300, max_steps=60, warmup=4, lr=2e-3, validate_every=3,
+                       save_every=3, log_every=3, dev_bleu=False, patience=2, min_delta=100.0)
+    assert train(TINY, tcfg, shards, dev, spm_model, tmp_path) == 0
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    dev_recs = [r for r in _metrics(tmp_path) if r["split"] == "dev"]
+    assert [r["step"] for r in dev_recs] == [3, 6, 9]
+    best = min(dev_recs, key=lambda r: r["loss"])
+    assert man["counts"]["steps"] == 9
+    assert man["stop"] == {"reason": "plateau", "updates": 9,
+                           "rule": {"metric": "loss", "patience": 2, "min_delta": 100.0,
+                                    "max_steps": 60},
+                           "best": best["loss"], "best_step": best["step"],
+                           "validations_without_gain": 2, "interruptions": []}
+    assert man["best_dev_loss"] == best["loss"]
+    assert train(TINY, tcfg, shards, dev, spm_model, tmp_path) == 0   # resumed: already done
+    assert json.loads((tmp_path / "manifest.json").read_text())["stop"]["updates"] == 9
+    assert [r["step"] for r in _metrics(tmp_path) if r["split"] == "train"][-1] == 9
+    # no rule (patience 0): the cap
+    capped = replace(tcfg, patience=0, max_steps=6)
+    assert train(TINY, capped, shards, dev, spm_model, tmp_path / "capped") == 0
+    stop = json.loads((tmp_path / "capped" / "manifest.json").read_text())["stop"]
+    assert (stop["reason"], stop["updates"]) == ("max_steps", 6)
+
+
+def test_a_bleu_rule_needs_dev_bleu(corpus, tmp_path):
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_steps=2, patience=1, stop_metric="bleu", dev_bleu=False)
+    with pytest.raises(ValueError, match="stop_metric=bleu needs dev BLEU"):
+        train(TINY, tcfg, shards, dev, spm_model, tmp_path)
+    with pytest.raises(ValueError, match="train.stop_metric='ppl'"):
+        TrainConfig(stop_metric="ppl")
 
 
 def test_resume_only_the_same_run():

@@ -101,6 +101,19 @@ def test_trained_on_train_split_only(corpus):
     assert sp.get_piece_size() == 1500
 
 
+def test_retraining_writes_a_byte_identical_model(corpus):
+    """The same input and settings give the same spm.model bytes, so its checksum (an input of
+    every later stage's manifest) repeats from run to run; sentencepiece records the paths it
+    was trained from, which used to be a random temporary folder."""
+    out = corpus["dir"] / "again"
+    first = bpe.train([corpus["dir"] / "docs.parquet"], out, bpe.BpeConfig(vocab_size=1500),
+                      "es", "en")
+    second = bpe.train([corpus["dir"] / "docs.parquet"], out, bpe.BpeConfig(vocab_size=1500),
+                       "es", "en")
+    assert first["model_sha256"] == second["model_sha256"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "spm.model", "spm.vocab"]
+
+
 def test_encode_with_heads(corpus):
     out = corpus["dir"] / "enc"
     record = bpe.encode_corpus(corpus["dir"] / "docs.parquet", corpus["model"], out,

@@ -266,3 +266,61 @@ def test_the_baselines_chain_trains_first_then_parsing_then_independent_chains(d
     assert 1 == default.train_priority("crosstask_pretrain") < PARSE_PRIORITY < 10
     assert default.train_priority("crosstask") == 1
     assert default.train_priority(default.control_of("crosstask")) == 1
+
+
+def test_several_seeds_repeat_every_chain_and_control_per_seed():
+    """seeds: [1, 2, 3]: every job (chains and controls) once per seed as <job>_seed<N>, each
+    link initialised from the same seed's parent, each model against the same seed's control
+    and baseline; the report and the score get which system is which seed's run."""
+    plan = Plan(load_config(overrides={"seeds": [1, 2, 3]}))
+    single = Plan(load_config())
+    assert set(plan.jobs) == {f"{j}_seed{s}" for j in single.jobs for s in (1, 2, 3)}
+    doct = plan.jobs["doct_seed2"]
+    assert doct.train["seed"] == 2 and doct.init_from == "transformer_seed2"
+    assert doct.train["init_from"] == "results/train_model/transformer_seed2/checkpoints/best"
+    assert {k: v for k, v in doct.train.items() if k not in ("seed", "init_from")} == \
+        {k: v for k, v in single.jobs["doct"].train.items() if k not in ("seed", "init_from")}
+    assert plan.controls["doct_seed3"] == f"{single.controls['doct']}_seed3"
+    assert plan.jobs[plan.controls["doct_seed3"]].init_from == "transformer_seed3"
+    assert plan.models[:4] == ["transformer_seed1", "transformer_seed2", "transformer_seed3",
+                               "dbsa_seed1"]
+    assert plan.baseline == "transformer_seed1"
+    assert plan.systems["crosstask_seed2_sent"] == ("crosstask_seed2", "sentence")
+    assert plan.replica("crosstask_seed2_sent") == ("crosstask_sent", 2)
+    assert plan.replica(plan.controls["camn_seed1"]) == (single.controls["camn"], 1)
+    args = shlex.split(plan.replicate_args())
+    assert args.count("--replicate") == len(plan.systems) == 3 * len(single.systems)
+    assert len(plan.hypotheses()) == 3 * len(single.hypotheses())
+    # every seed's baseline chain goes first on 2 cores
+    assert {plan.train_priority(f"{j}_seed{s}") for j in ("transformer", "doct")
+            for s in (1, 2, 3)} == {10}
+    assert plan.train_priority("crosstask_seed2") == 1
+
+
+def test_one_seed_keeps_the_names_and_the_default_none():
+    plan = Plan(load_config(overrides={"seeds": [7]}))
+    default = Plan(load_config())
+    assert list(plan.jobs) == list(default.jobs) and plan.systems == default.systems
+    assert {j.train["seed"] for j in plan.jobs.values()} == {7}
+    assert {j.train["seed"] for j in default.jobs.values()} == {1} and default.seeds == [1]
+    assert plan.replicate_args() == default.replicate_args() == ""
+
+
+def test_controls_of_jobs_that_stop_on_a_plateau_stop_under_the_same_rule():
+    """The converged regime: no budget to copy, so the control keeps the model's stop rule,
+    schedule, data and cap (scaled like a budget for cross-task pre-training) and stops on
+    its own plateau; its name says so."""
+    rule = {"patience": 4, "min_delta": 0.01, "stop_metric": "loss"}
+    plan = Plan(load_config(overrides={"train": rule}))
+    assert plan.controls["doct"] == "transformer_plus_plateau_doc"
+    assert plan.controls["dbsa"] == "transformer_plus_plateau_heads"
+    ctrl, doct = plan.jobs["transformer_plus_plateau_doc"], plan.jobs["doct"]
+    assert {k: v for k, v in ctrl.train.items() if k != "freeze"} == \
+        {k: v for k, v in doct.train.items() if k != "freeze"}
+    assert ctrl.train["patience"] == 4 and ctrl.train["max_steps"] == doct.train["max_steps"]
+    pre = plan.jobs[plan.jobs[plan.controls["crosstask"]].init_from]
+    assert pre.name == "transformer_scratch_plateau" and pre.train["max_steps"] == 125
+    # the converged profile: the pre-training's control is the baseline itself
+    converged = Plan(load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "converged.yaml"))
+    assert converged.jobs[converged.controls["crosstask"]].init_from == "transformer"
+    assert all(j.train["patience"] > 0 for j in converged.jobs.values())

@@ -75,10 +75,12 @@ def _shards(docs: Path, encoded: Path, out: Path) -> None:
     shards.make_shards(encoded, None, out, shards.ShardConfig(1000, 100, MAX_LEN))
 
 
-def _train(folder: Path, init_from: Path | None, k: int) -> None:
+def _train(folder: Path, init_from: Path | None, k: int, patience: int = 0,
+           capped: bool = True) -> None:
     """What pipeline_lib.training.train leaves in a job folder: metrics.jsonl through its
     MetricsLog, manifest.json with the layout of Trainer.finish. A job from scratch validates
-    4 times and is best at its 3rd validation; a fine-tune validates twice."""
+    4 times and is best at its 3rd validation; a fine-tune validates twice. With ``patience``
+    the job ran under a plateau rule and stopped on it unless ``capped``."""
     folder.mkdir(parents=True)
     steps = 2 * VALIDATE if init_from else 4 * VALIDATE
     losses = [4.0 - 0.2 * i - 0.1 * k for i in range(2)] if init_from else \
@@ -91,7 +93,7 @@ def _train(folder: Path, init_from: Path | None, k: int) -> None:
         metrics.write({"step": i * VALIDATE, "split": "dev", "loss": loss, "nll": loss - 0.1,
                        "ppl": 2.718 ** loss, "bleu": 10 * (6 - loss)})
     metrics.close()
-    tcfg = TrainConfig(max_steps=steps, validate_every=VALIDATE,
+    tcfg = TrainConfig(max_steps=steps, validate_every=VALIDATE, patience=patience,
                        init_from=str(init_from) if init_from else None)
     m = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
                                               "model": {"name": "transformer", "d_model": 32}})
@@ -101,7 +103,11 @@ def _train(folder: Path, init_from: Path | None, k: int) -> None:
     m.extra = {"best_dev_loss": min(losses),
                "init_from": {"missing": [], "unexpected": []} if init_from else None,
                "data_mode": "sentence", "dev_bleu_skipped": False,
-               "aux_position": {"epoch": 0, "batches": 0}, "world_size": 1, "device": "cpu"}
+               "aux_position": {"epoch": 0, "batches": 0}, "world_size": 1, "device": "cpu",
+               "stop": {"reason": "max_steps" if capped or not patience else "plateau",
+                        "updates": steps, "rule": tcfg.stop_rule().to_dict(),
+                        "best": min(losses), "best_step": VALIDATE * (losses.index(min(losses)) + 1),
+                        "validations_without_gain": 1, "interruptions": []}}
     m.write(folder / "manifest.json")
 
 
@@ -126,12 +132,15 @@ def write_benchmark(path: Path, seconds: float, measured: bool = True) -> None:
 
 def build_results(root: Path, models: list[str], corpora=("bible",), with_training=True,
                   parents: dict[str, str] | None = None, controls: dict[str, str] | None = None,
-                  sentence_decoded: tuple[str, ...] = ()) -> dict:
+                  sentence_decoded: tuple[str, ...] = (), patience: int = 0,
+                  capped: tuple[str, ...] = (), replicates: dict | None = None) -> dict:
     """Stage outputs of a run of ``models`` (baseline first), as the stages write them, and the
     report's flags naming each. ``parents``: job -> the job it starts from (trained too);
     ``controls``: model -> its matched control (a system of its own); ``sentence_decoded``:
     models also decoded as ``<model>_sent``. Later systems are better (fewer corrupted words),
-    so the results show positive deltas with daggers."""
+    so the results show positive deltas with daggers. ``patience`` > 0: every job ran under a
+    plateau rule, the ``capped`` ones reached max_steps first; ``replicates``: system ->
+    (group, seed) of a several-seed run."""
     rng = random.Random(0)
     res = root / "results"
     parents, controls = dict(parents or {}), dict(controls or {})
@@ -173,12 +182,14 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
         if with_training:
             init = parents.get(job)
             _train(folder, res / "train_model" / init / "checkpoints" / "best" if init else None,
-                   k)
+                   k, patience, job in capped)
             write_benchmark(bench, 600.0 + 60 * k)
         args += ["--train", job, str(folder / "manifest.json"), str(folder / "metrics.jsonl"),
                  "--benchmark", "train_model", str(bench)]
     scores = res / "score_test" / "scores.json"
     control_args = [a for m, c in controls.items() for a in ("--control", m, c)]
+    control_args += [str(a) for s, (g, seed) in (replicates or {}).items()
+                     for a in ("--replicate", s, g, seed)]
     assert score.main([*refs, *hyp_args, "--baseline", models[0], *control_args,
                        "--bootstrap-samples", "200", "--output", str(scores)]) == 0
     consistency = res / "discourse_consistency" / "consistency.json"
@@ -291,6 +302,8 @@ def test_fine_tunes_and_controls_continue_their_initial_jobs_update_count(tmp_pa
     bleu = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals"))[1:]}
     assert bleu["doct"][6] == "transformer_plus100_doc" and bleu["doct"][7][0] in "+-"
     assert bleu["crosstask"][6] == ""                         # no control given for it
+    verdict = {r[0]: r[1] for r in md_rows(section(md, "Verdict").split("### Budgets")[0])[1:]}
+    assert verdict["crosstask"] == verdict["crosstask_sent"] == "no matched control (smoke)"
 
 
 def test_start_updates_needs_a_best_checkpoint_of_a_known_job(tmp_path):
@@ -357,3 +370,87 @@ def test_report_survives_missing_inputs(tmp_path):
     assert "n/a" in row
     assert md_rows(section(md, "Data funnel"))[1][:3] == ["bible", "read at ingest", "n/a"]
     assert dict(md_rows(section(md, "Run"))[1:])["Training device"] == "n/a"
+
+
+def test_report_opens_with_its_verdict_regime_and_budgets(tmp_path):
+    """Verdict first: the regime (smoke: fixed budgets), one line per model against its
+    matched control with Δ and p, then every system's updates, target tokens and tokens per
+    update, and why each job stopped."""
+    paths = build_results(tmp_path, ["transformer", "doct"],
+                          parents={"doct": "transformer", "transformer_plus100_doc": "transformer"},
+                          controls={"doct": "transformer_plus100_doc"})
+    out = run_report(paths)
+    md = (out / "report.md").read_text()
+    assert md.split("\n## ")[1].startswith("Verdict\n")
+    verdict = section(md, "Verdict")
+    assert verdict.lstrip().startswith("Regime: smoke.")
+    rows = md_rows(verdict.split("### Budgets")[0])
+    assert rows[0][:4] == ["Model", "Verdict", "Δ BLEU vs control", "p"]
+    scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
+    c = scores["doct"]["control"]
+    doct = rows[1]
+    assert doct[0] == "doct" and doct[4] == "transformer_plus100_doc"
+    assert c["bleu_significant"] and c["bleu_delta"] < 0      # the fixture's control is better
+    assert doct[1] == "does not beat its control: significantly worse (smoke)"
+    assert doct[2] == f"{c['bleu_delta']:+.2f}" and doct[3] == f"{c['bleu_p']:.4f} (paired bootstrap)"
+    assert doct[5:] == ["100", "100", "max_steps @ 100 / max_steps @ 100"]
+    budgets = {r[0]: r for r in md_rows(verdict.split("### Budgets")[1])[1:]}
+    # _train: 400 target tokens per update; doct starts at the baseline's best (update 150)
+    assert budgets["transformer"][1:] == ["baseline", "transformer", "200", "80,000", "400", "0",
+                                          "200", "max_steps @ 200"]
+    assert budgets["doct"][3:8] == ["100", "40,000", "400", "150", "250"]
+    assert dict(md_rows(section(md, "Run"))[1:])["Regime"] == "smoke"
+    assert [r[0] for r in rows[1:]] == ["doct"]          # models only, not the baseline or control
+    jobs = {r[0]: r for r in md_rows(section(md, "Training"))[1:]}
+    assert jobs["doct"][-1] == "max_steps @ 100"
+    html = (out / "index.html").read_text()
+    assert html.index('id="verdict"') < html.index('id="run"') and "<p>Regime: smoke." in html
+
+
+def test_converged_regime_names_jobs_that_hit_their_cap(tmp_path):
+    paths = build_results(tmp_path, ["transformer", "doct"],
+                          parents={"doct": "transformer",
+                                   "transformer_plus_plateau_doc": "transformer"},
+                          controls={"doct": "transformer_plus_plateau_doc"}, patience=3,
+                          capped=("transformer_plus_plateau_doc",))
+    md = (run_report(paths) / "report.md").read_text()
+    verdict = section(md, "Verdict")
+    assert verdict.lstrip().startswith("Regime: converged.")
+    assert "patience 3 validations" in verdict
+    assert ("Not converged: 1 job(s) reached their max_steps cap before a plateau: "
+            "transformer_plus_plateau_doc.") in verdict
+    row = md_rows(verdict)[1]
+    assert row[1].endswith("(converged); not converged: transformer_plus_plateau_doc hit max_steps")
+    assert row[7] == "plateau @ 100 / max_steps @ 100"
+
+
+def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_path):
+    seeds = (1, 2, 3)
+    models = [f"{m}_seed{s}" for m in ("transformer", "doct") for s in seeds]
+    parents = {f"{j}_seed{s}": f"transformer_seed{s}"
+               for j in ("doct", "ctrl") for s in seeds}
+    controls = {f"doct_seed{s}": f"ctrl_seed{s}" for s in seeds}
+    replicates = {f"{g}_seed{s}": (g, s) for g in ("transformer", "doct", "ctrl") for s in seeds}
+    paths = build_results(tmp_path, models, parents=parents, controls=controls,
+                          replicates=replicates)
+    md = (run_report(paths) / "report.md").read_text()
+    scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]
+    c = scores["seeds"]["doct"]["control"]
+    row = md_rows(section(md, "Verdict"))[1]
+    assert row[0] == "doct" and row[4] == "ctrl" and row[3].endswith("(paired t-test across seeds)")
+    assert row[2] == f"{c['mean']:+.2f} ± {c['sd']:.2f} (3 seeds, {c['wins']} better)"
+    assert row[5] == row[6] == "100/100/100"
+    across = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals")
+                                       .split("### Across seeds")[1])[1:]}
+    assert across["doct"][2] == "1, 2, 3"
+    assert across["doct"][3] == ", ".join(f"{x:.2f}" for x in scores["seeds"]["doct"]["bleu"])
+    assert across["transformer"][5] == "" and across["ctrl"][8] != ""
+    # each seed's systems are compared with the same seed's baseline
+    bleu = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals"))[1:]
+            if r[0] == "bible/test"}
+    assert bleu["transformer_seed2 (baseline)"][4:6] == ["", ""]
+    b2, d2 = (scores["models"][f"{m}_seed2"]["bleu"] for m in ("transformer", "doct"))
+    assert bleu["doct_seed2"][4].rstrip("†") == f"{d2 - b2:+.2f}"
+    roles = {r[0]: r[1] for r in md_rows(section(md, "Training"))[1:]}
+    assert {roles[f"transformer_seed{s}"] for s in seeds} == {"baseline"}
+    assert {roles[f"ctrl_seed{s}"] for s in seeds} == {"control"}

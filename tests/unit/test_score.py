@@ -220,3 +220,67 @@ def test_cli_writes_scores_and_prints_signatures(tmp_path, capsys):
     assert score.main(["--refs", "c", str(tmp_path / "docs.parquet"), "--hyp", "poor", "c",
                        "test", str(tmp_path / "poor.parquet"), "--baseline", "nobody",
                        "--output", str(tmp_path / "x.json")]) == 1
+
+
+@pytest.mark.parametrize("t, df, p", [(12.706, 1, 0.05), (4.303, 2, 0.05), (9.925, 2, 0.01),
+                                      (3.182, 3, 0.05), (2.776, 4, 0.05), (2.228, 10, 0.05),
+                                      (1.0, 1, 0.5), (0.0, 2, 1.0), (-4.303, 2, 0.05)])
+def test_t_test_p_values_match_the_t_table(t, df, p):
+    assert score.t_test_p(t, df) == pytest.approx(p, abs=2e-4)
+
+
+def test_seeds_are_tested_within_each_seed_and_across_seeds(tmp_path):
+    """Three seeds of a baseline, a model and its control: each seed's systems are tested
+    against that seed's baseline (not seed 1's), each model against the same seed's control,
+    and per system the mean ± sd and the paired t-test of the per-seed differences."""
+    rows, _, _ = make_corpus(tmp_path)
+    rng = random.Random(3)
+
+    def hyps(name: str, keep: float) -> Path:
+        out = [dict(doc_id=r["doc_id"], sent_idx=r["sent_idx"],
+                    hyp=" ".join(w if rng.random() < keep else "qqq" for w in r["tgt"][0].split()))
+               for r in rows]
+        pq.write_table(pa.Table.from_pylist(out), tmp_path / f"{name}.parquet")
+        return tmp_path / f"{name}.parquet"
+
+    runs, replicates, controls = [], {}, {}
+    for seed, (base, model, ctrl) in {1: (0.5, 0.9, 0.6), 2: (0.55, 0.85, 0.62),
+                                      3: (0.45, 0.88, 0.58)}.items():
+        for group, keep in (("base", base), ("model", model), ("ctrl", ctrl)):
+            name = f"{group}_seed{seed}"
+            runs.append((name, "c", "test", hyps(name, keep)))
+            replicates[name] = (group, seed)
+        controls[f"model_seed{seed}"] = f"ctrl_seed{seed}"
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, runs, "base_seed1",
+                          score.ScoreConfig(bootstrap_samples=100), Manifest("t"), controls,
+                          replicates)
+    res = out["results"]["c/test"]
+    rows_ = res["models"]
+    assert out["replicates"]["model_seed2"] == ["model", 2]
+    assert "bleu_p" not in rows_["base_seed2"] and "bleu_p" in rows_["model_seed2"]
+    # seed 2's model against seed 2's baseline: same difference as a test of those two alone
+    alone = score.score_all({"c": tmp_path / "docs.parquet"}, [runs[3], runs[4]], "base_seed2",
+                            score.ScoreConfig(bootstrap_samples=100), Manifest("t"))
+    assert rows_["model_seed2"]["bleu_p"] == alone["results"]["c/test"]["models"]["model_seed2"]["bleu_p"]
+    seeds = res["seeds"]
+    assert set(seeds) == {"base", "model", "ctrl"} and seeds["model"]["seeds"] == [1, 2, 3]
+    bleu = [rows_[f"model_seed{s}"]["bleu"] for s in (1, 2, 3)]
+    assert seeds["model"]["bleu"] == bleu
+    assert seeds["model"]["mean"] == pytest.approx(sum(bleu) / 3, abs=0.01)
+    c = seeds["model"]["control"]
+    assert c["group"] == "ctrl" and c["deltas"] == [rows_[f"model_seed{s}"]["control"]["bleu_delta"]
+                                                    for s in (1, 2, 3)]
+    assert c["wins"] == 3 and c["df"] == 2 and c["significant"] and c["p"] < 0.05
+    assert c["per_seed_p"] == [rows_[f"model_seed{s}"]["control"]["bleu_p"] for s in (1, 2, 3)]
+    assert "control" not in seeds["base"] and "baseline" not in seeds["base"]
+    assert seeds["ctrl"]["baseline"]["group"] == "base"
+    with pytest.raises(ValueError, match="--replicate must name every system"):
+        score.score_all({"c": tmp_path / "docs.parquet"}, runs, "base_seed1", score.ScoreConfig(),
+                        Manifest("t"), controls, {"base_seed1": ("base", 1)})
+
+
+def test_paired_t_without_spread():
+    assert score.paired_t([1.0], 0.05)["p"] is None                  # one seed: no test
+    same = score.paired_t([0.5, 0.5, 0.5], 0.05)
+    assert same["p"] == 0.0 and same["significant"] and same["t"] is None
+    assert score.paired_t([0.0, 0.0], 0.05)["p"] == 1.0

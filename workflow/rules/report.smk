@@ -16,7 +16,7 @@ rule report:
         scores=plan.out("score_test", "scores.json"),
         consistency=plan.out("discourse_consistency", "consistency.json"),
         contrastive=[plan.out("discourse_contrastive", m, "contrastive.json")
-                     for m in (config["models"] if plan.suites else [])],
+                     for m in (plan.models if plan.suites else [])],
         **plan.report_inputs(),
         benchmarks=[path for _, path in BENCHMARKS],
     output:
@@ -34,7 +34,7 @@ rule report:
         "logs/report/report.log",
     params:
         contrastive=lambda w, input: " ".join(
-            f"--contrastive {m} {p}" for m, p in zip(config["models"], input.contrastive)
+            f"--contrastive {m} {p}" for m, p in zip(plan.models, input.contrastive)
         ),
         suites=" ".join(plan.suites),
         files=plan.report_args(BENCHMARKS),

@@ -32,6 +32,8 @@ rule score_test:
         args=plan.test_set_args(),
         baseline=plan.baseline,
         controls=plan.control_args(),
+        # several seeds: which system is which seed's run of which system (statistics across seeds)
+        replicates=plan.replicate_args(),
         lowercase="--lowercase" if config["score"]["lowercase"] else "",
         samples=config["score"]["bootstrap_samples"],
         level=config["score"]["significance_level"],
@@ -40,7 +42,7 @@ rule score_test:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --baseline {params.baseline:q}"
-        " {params.controls} {params.lowercase} --bootstrap-samples {params.samples}"
+        " {params.controls} {params.replicates} {params.lowercase} --bootstrap-samples {params.samples}"
         " --significance-level {params.level} --output {output.scores:q} > {log:q} 2>&1"
 
 
