@@ -2,10 +2,10 @@
 ``--reference ctranslate2``, target tokens/s of beam 4 against the same model in CTranslate2.
 
 Uses a trained checkpoint and dev shards when given; otherwise a freshly initialised model of a
-``model_presets`` size on synthetic sources (Bible-verse-like lengths). An untrained model rarely
+``model_sizes`` size on synthetic sources (Bible-verse-like lengths). An untrained model rarely
 emits EOS, so the synthetic figure is a worst case: every hypothesis runs to its max length.
 
-    .venv/bin/python bench/decode_throughput.py [--checkpoint DIR --shards DIR] [--preset tiny]
+    .venv/bin/python bench/decode_throughput.py [--checkpoint DIR --shards DIR] [--size tiny]
         [--sentences 256] [--device cpu|cuda] [--threads 2] [--reference ctranslate2 --rounds 3]
         [--static auto|on|off|both]
 
@@ -28,20 +28,18 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline_lib.plan import load_config
 from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from pipeline_lib.evaluate.decode import read_shards, translate_sentences  # noqa: E402
-from pipeline_lib.models.search import BeamConfig, max_output_lengths  # noqa: E402
-from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
+from pipeline_lib.evaluate.decode import read_shards, translate_sentences
+from pipeline_lib.models.search import BeamConfig, max_output_lengths
+from pipeline_lib.models import ModelConfig, build_model
 
 
 def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
@@ -50,8 +48,8 @@ def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
 
         model, cfg = load_model(args.checkpoint, device=args.device)
     else:
-        presets = yaml.safe_load(Path(args.config).read_text())["model_presets"]
-        cfg = ModelConfig.from_dict({**presets[args.preset], "vocab_size": args.vocab, "dropout": 0.0})
+        presets = load_config(*args.config)["model_sizes"]
+        cfg = ModelConfig.from_dict({**presets[args.size], "vocab_size": args.vocab, "dropout": 0.0})
         torch.manual_seed(0)
         model = build_model(cfg).to(args.device)
     if args.shards:
@@ -159,10 +157,11 @@ def compare_ctranslate2(model: torch.nn.Module, srcs: list[list[int]], args: arg
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--checkpoint", help="trained checkpoint directory (default: untrained preset)")
+    ap.add_argument("--checkpoint", help="trained checkpoint directory (default: an untrained model of --size)")
     ap.add_argument("--shards", help="dev shard directory with index.parquet (default: synthetic)")
-    ap.add_argument("--config", default="config/config.yaml")
-    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--config", nargs="*", default=[],
+                    help="config files, merged in order (default config/config.yaml)")
+    ap.add_argument("--size", default="tiny", help="model_sizes entry (tiny, base, big)")
     ap.add_argument("--vocab", type=int, default=8000, help="vocabulary of the untrained model")
     ap.add_argument("--sentences", type=int, default=256)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -26,14 +26,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from pipeline_lib.ingest.hygiene import HygieneConfig, clean  # noqa: E402
-from pipeline_lib.manifest import Manifest  # noqa: E402
-from pipeline_lib.tables import Sentence, doc_writer, quarantine_writer  # noqa: E402
+from pipeline_lib.ingest.hygiene import HygieneConfig, clean
+from pipeline_lib.manifest import Manifest
+from pipeline_lib.tables import Sentence, doc_writer, quarantine_writer
 
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"
 DOC_LEN = 25

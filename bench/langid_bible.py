@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq
 
-from pipeline_lib.ingest.hygiene import HygieneConfig, LanguageCheck  # noqa: E402
+from pipeline_lib.ingest.hygiene import HygieneConfig, LanguageCheck
 
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"
 

@@ -24,8 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 ROWS_PER_SHARD = 20_000
 ROW_GROUP = 2_000

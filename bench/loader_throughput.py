@@ -17,20 +17,16 @@ Prints one line per pair and, last, the best sentence-mode figure and the worker
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from loader_memory import write_shards  # noqa: E402
+from loader_memory import write_shards
 
 from pipeline_lib.vocab import PAD_ID
-from pipeline_lib.models import ModelConfig, build_model  # noqa: E402
-from pipeline_lib.models.inputs import SpecialIds  # noqa: E402
-from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader  # noqa: E402
+from pipeline_lib.models import ModelConfig, build_model
+from pipeline_lib.models.inputs import SpecialIds
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 
 MODELS = {"sentence": ("transformer", {}), "context": ("doct", {"context_sentences": 2}),
           "stream": ("cache", {}), "document": ("crosstask", {"max_sentences": 30})}

@@ -1,10 +1,10 @@
 """Training and decoding speed of every registered model relative to the baseline, in one run.
 
-    .venv/bin/python bench/model_overhead.py --preset tiny --device cpu [--rounds 5]
+    .venv/bin/python bench/model_overhead.py --size tiny --device cpu [--rounds 5]
         [--steps 8] [--decode-docs 64 --decode-sentences 4] [--models doct cache] [--work DIR]
 
 Every model of pipeline_lib/models/registry.py against the sentence-level ``transformer``: the
-same preset (config/config.yaml ``model_presets``), each model's extras from ``model_settings``
+same size (``model_sizes`` of the config), each model's extras from ``model_settings``
 (the default run's), the same synthetic corpus (documents of 25 sentences of 5-40 ids, target
 lengths 0.8-1.25 x the source's, random subword heads; bench/loader_memory.py's shards), read
 through the real loader
@@ -42,30 +42,26 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from loader_memory import VOCAB, write_shards  # noqa: E402
-from train_throughput import Updater  # noqa: E402
+from loader_memory import VOCAB, write_shards
+from train_throughput import Updater
 
-from pipeline_lib.batch import Batch  # noqa: E402
+from pipeline_lib.plan import load_config
+from pipeline_lib.batch import Batch
 from pipeline_lib.batch import DataMode
-from pipeline_lib.evaluate.decode import (translate_documents, translate_sentences,  # noqa: E402
+from pipeline_lib.evaluate.decode import (translate_documents, translate_sentences,
                                           translate_subdocuments)
-from pipeline_lib.models import MODELS, ModelConfig, build_model  # noqa: E402
-from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, Phase, SpecialIds  # noqa: E402
-from pipeline_lib.models.search import BeamConfig  # noqa: E402
-from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader  # noqa: E402
-from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze  # noqa: E402
+from pipeline_lib.models import MODELS, ModelConfig, build_model
+from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, Phase, SpecialIds
+from pipeline_lib.models.search import BeamConfig
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
+from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze
 
 BASELINE = "transformer"
 SPECIAL = SpecialIds(sent_break=4, src_tag=5, tgt_tag=6)   # stand-ins: no sentencepiece model
@@ -73,10 +69,10 @@ AUX_RATIO = 0.5        # cross-task's share of document batches in the default r
 SEED = 1
 
 
-def build(name: str, preset: dict, settings: dict, device: torch.device) -> torch.nn.Module:
-    """A freshly initialised model of the preset with the default run's extras for ``name``."""
+def build(name: str, size: dict, settings: dict, device: torch.device) -> torch.nn.Module:
+    """A freshly initialised model of the size with the default run's extras for ``name``."""
     extras = (settings.get(name) or {}).get("extras") or {}
-    cfg = ModelConfig.from_dict({**preset, "vocab_size": VOCAB, "name": name, "extras": extras})
+    cfg = ModelConfig.from_dict({**size, "vocab_size": VOCAB, "name": name, "extras": extras})
     torch.manual_seed(0)
     return build_model(cfg).to(device)
 
@@ -190,8 +186,9 @@ def two_step(model: torch.nn.Module) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="tiny", help="model_presets entry (tiny, base, big)")
-    ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
+    ap.add_argument("--size", default="tiny", help="model_sizes entry (tiny, base, big)")
+    ap.add_argument("--config", nargs="*", default=[],
+                    help="config files, merged in order (default config/config.yaml)")
     ap.add_argument("--models", nargs="+", default=[m for m in MODELS if m != BASELINE])
     ap.add_argument("--rows", type=int, default=20_000, help="sentence pairs of the corpus")
     ap.add_argument("--max-tokens", type=int, default=4096)
@@ -211,14 +208,14 @@ def main() -> None:
     device = torch.device("cuda" if a.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if a.device == "auto" else a.device))
     clock = time.process_time if a.clock == "cpu" and device.type == "cpu" else time.perf_counter
-    config = yaml.safe_load(Path(a.config).read_text())
-    preset, settings = config["model_presets"][a.preset], config.get("model_settings") or {}
+    config = load_config(*a.config)
+    size, settings = config["model_sizes"][a.size], config["model_settings"]
     shards = a.work / f"rows{a.rows}-paired-heads"
     write_shards(shards, a.rows, heads=True, paired=True)
-    print(f"preset={a.preset} device={device} threads={torch.get_num_threads()} "
+    print(f"size={a.size} device={device} threads={torch.get_num_threads()} "
           f"max_tokens={a.max_tokens} steps={a.steps} rounds={a.rounds}", flush=True)
 
-    base_model = build(BASELINE, preset, settings, device).train()
+    base_model = build(BASELINE, size, settings, device).train()
     base = Updater(base_model, device, False)
     base_batches = training_batches(base_model, shards, a.steps, a.max_tokens, device)
     if device.type == "cuda":
@@ -226,12 +223,12 @@ def main() -> None:
               f"{peak_memory(base, base_batches, device):,.1f} MiB per 1,000 batch tokens")
     docs = decode_sources(shards, a.decode_docs, a.decode_sentences)
     # an untrained baseline of its own: the one above learns to end sentences early
-    base_decode = decoder(build(BASELINE, preset, settings, device).eval(), docs, device)
+    base_decode = decoder(build(BASELINE, size, settings, device).eval(), docs, device)
     table: dict[str, dict[str, float]] = {}
     for name in a.models:
         row = table.setdefault(name, {})
         for variant in ("all", "frozen"):
-            model = build(name, preset, settings, device).train()
+            model = build(name, size, settings, device).train()
             if variant == "frozen":
                 if not two_step(model):
                     continue
@@ -249,7 +246,7 @@ def main() -> None:
                       f"{row[f'MiB/1k {variant}']:,.1f} MiB per 1,000 batch tokens", flush=True)
         if a.no_decode:
             continue
-        run = decoder(build(name, preset, settings, device).eval(), docs, device)
+        run = decoder(build(name, size, settings, device).eval(), docs, device)
         b, o, ratio = interleave(lambda: timed_decode(base_decode, clock),
                                  lambda: timed_decode(run, clock), a.rounds)
         row["decode"] = ratio
@@ -257,7 +254,7 @@ def main() -> None:
               f"ratio {ratio:.2f}", flush=True)
     cols = ["train frozen", "train all", "decode"] + (
         ["MiB/1k frozen", "MiB/1k all"] if device.type == "cuda" else [])
-    print(f"\nratios model / {BASELINE} ({a.preset}, {device}): " + " | ".join(cols))
+    print(f"\nratios model / {BASELINE} ({a.size}, {device}): " + " | ".join(cols))
     for name, row in table.items():
         print(f"{name:10s} " + " | ".join(f"{row[c]:.2f}" if c in row else "-" for c in cols))
 

@@ -15,14 +15,12 @@ parser_seconds) for both languages.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline_lib.parse.dependencies import ParseSettings, _text, select_rows, tokenize  # noqa: E402
-from pipeline_lib.parse.stanza_models import load_pipeline, read_gold  # noqa: E402
+from pipeline_lib.parse.dependencies import ParseSettings, _text, select_rows, tokenize
+from pipeline_lib.parse.stanza_models import load_pipeline, read_gold
 
 
 def sentences(args: argparse.Namespace) -> list[list[str]]:

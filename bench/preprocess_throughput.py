@@ -24,13 +24,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from pipeline_lib.preprocess import bpe, noise  # noqa: E402
-from pipeline_lib.tables import Sentence, doc_writer  # noqa: E402
+from pipeline_lib.preprocess import bpe, noise
+from pipeline_lib.tables import Sentence, doc_writer
 
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"
 PARSE_SCHEMA = pa.schema([

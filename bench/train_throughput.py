@@ -1,10 +1,10 @@
 """Throughput of one training update (forward, label-smoothed loss, backward, Adam step).
 
-    python bench/train_throughput.py --preset tiny --tokens 4096 [--compile] [--device cpu]
-    python bench/train_throughput.py --preset tiny --tokens 4096 --reference [--rounds 5]
+    python bench/train_throughput.py --size tiny --tokens 4096 [--compile] [--device cpu]
+    python bench/train_throughput.py --size tiny --tokens 4096 --reference [--rounds 5]
 
 Random token batches of ``--tokens`` target tokens (``--seq-len`` per sentence, source and
-target alike), the model sizes of config/config.yaml ``model_presets``, bf16 autocast on CUDA as
+target alike), the model sizes of config/config.yaml ``model_sizes``, bf16 autocast on CUDA as
 in training. Prints target tokens/s, the figure that matters, on the last line. The paper-size
 target is 32k tokens per update (``--tokens 32768``, the default); CPUs want far fewer.
 
@@ -20,23 +20,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import torch
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pipeline_lib.batch import Batch  # noqa: E402
+from pipeline_lib.plan import load_config
+from pipeline_lib.batch import Batch
 from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
-from pipeline_lib.models.config import ModelConfig  # noqa: E402
-from pipeline_lib.models.registry import build_model  # noqa: E402
-from pipeline_lib.training.validation import autocast  # noqa: E402
-from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll  # noqa: E402
+from pipeline_lib.models.config import ModelConfig
+from pipeline_lib.models.registry import build_model
+from pipeline_lib.training.validation import autocast
+from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 
 LR, WARMUP = 1e-4, 4000
 
@@ -111,8 +107,9 @@ def check_reference(model: torch.nn.Module, ref: torch.nn.Module, batch: Batch) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="tiny", help="model_presets entry (tiny, base, big)")
-    ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
+    ap.add_argument("--size", default="tiny", help="model_sizes entry (tiny, base, big)")
+    ap.add_argument("--config", nargs="*", default=[],
+                    help="config files, merged in order (default config/config.yaml)")
     ap.add_argument("--tokens", type=int, default=32768, help="target tokens per update")
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=8000)
@@ -130,12 +127,12 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     device = torch.device("cuda" if a.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if a.device == "auto" else a.device))
-    preset = yaml.safe_load(Path(a.config).read_text())["model_presets"][a.preset]
+    preset = load_config(*a.config)["model_sizes"][a.size]
     cfg = ModelConfig.from_dict({**preset, "vocab_size": a.vocab})
     torch.manual_seed(0)
     model = build_model(cfg).to(device).train()
     batches = [random_batch(a.tokens, a.seq_len, a.vocab, device) for _ in range(a.batches)]
-    head = (f"preset={a.preset} params={model.num_parameters()} device={device} "
+    head = (f"size={a.size} params={model.num_parameters()} device={device} "
             f"compile={a.compile} tokens/update={int(batches[0].tgt_out.numel())} "
             f"threads={torch.get_num_threads()}")
     ours = Updater(model, device, a.compile)
@@ -146,7 +143,6 @@ def main() -> None:
         print(f"{head} updates/s={rate / batches[0].tgt_out.numel():.2f}")
         print(f"train tokens/s: {rate:.0f}")
         return
-    sys.path.insert(0, str(ROOT / "bench"))
     from torch_reference import TorchReference
 
     warnings.filterwarnings("ignore", module="torch.nn.modules.transformer")

@@ -1,6 +1,6 @@
 """How close the real trainer runs to the speed of its own update: the ratio trainer / update.
 
-    .venv/bin/python bench/trainer_efficiency.py --preset tiny --max-tokens 4096 --device cpu \
+    .venv/bin/python bench/trainer_efficiency.py --size tiny --max-tokens 4096 --device cpu \
         --threads 1 [--updates 96 --rounds 12] [--model transformer] [--num-workers 0]
         [--compile] [--warm-pass] [--profile 20] [--shards results/make_shards/bible/sent/train]
 
@@ -33,23 +33,20 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from train_throughput import Updater  # noqa: E402
+from train_throughput import Updater
 
-from pipeline_lib.batch import Batch  # noqa: E402
+from pipeline_lib.plan import load_config
+from pipeline_lib.batch import Batch
 from pipeline_lib.vocab import PAD_ID
-from pipeline_lib.training.train import TrainConfig, Trainer  # noqa: E402
+from pipeline_lib.training.train import TrainConfig, Trainer
 
 SHARDS = ROOT / "results" / "make_shards" / "bible"
 
@@ -85,8 +82,9 @@ def tokens(batches: list[Batch]) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="transformer", help="registry name")
-    ap.add_argument("--preset", default="tiny", help="model_presets entry (tiny, base, big)")
-    ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
+    ap.add_argument("--size", default="tiny", help="model_sizes entry (tiny, base, big)")
+    ap.add_argument("--config", nargs="*", default=[],
+                    help="config files, merged in order (default config/config.yaml)")
     ap.add_argument("--shards", type=Path, default=SHARDS / "sent" / "train")
     ap.add_argument("--dev-shards", type=Path, default=SHARDS / "sent" / "dev")
     ap.add_argument("--spm", type=Path, default=ROOT / "results" / "train_bpe" / "spm.model")
@@ -109,7 +107,7 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
-    preset = yaml.safe_load(Path(a.config).read_text())["model_presets"][a.preset]
+    preset = load_config(*a.config)["model_sizes"][a.size]
     model = {**preset, "name": a.model, "extras": json.loads(a.extras)}
     if a.clock == "cpu" and (device == "cuda" or a.num_workers):
         raise SystemExit("--clock cpu: a CPU device and 0 workers (their time is elsewhere)")
@@ -123,7 +121,7 @@ def main() -> None:
     trainer = Trainer(model, tcfg, a.shards, a.dev_shards, a.spm, out)
     dev = trainer.device
     upd = Updater(copy.deepcopy(trainer.model), dev, a.compile)
-    print(f"model={a.model} preset={a.preset} device={dev} threads={torch.get_num_threads()} "
+    print(f"model={a.model} size={a.size} device={dev} threads={torch.get_num_threads()} "
           f"max_tokens={a.max_tokens} workers={a.num_workers} compile={a.compile} "
           f"updates/round={per_round} rounds={a.rounds}", flush=True)
     rates: list[tuple[float, float]] = []

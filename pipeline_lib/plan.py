@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE, SENT_SUFFIX
+from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL, MANIFEST_FILE, SENT_SUFFIX
 from pipeline_lib.layout import ROOT, shared_dir
+from pipeline_lib.results import Files, Results
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
@@ -113,7 +114,7 @@ class TrainJob:
     """One training job (``results/train_model/<name>``)."""
 
     name: str
-    model: dict[str, Any]        # ModelConfig fields: preset sizes, registry name, extras
+    model: dict[str, Any]        # ModelConfig fields: size, registry name, extras
     train: dict[str, Any]        # TrainConfig fields: train section, job overrides, init, freeze
     data: str                    # shard task the job trains and validates on: sent | doc
     corpus: str                  # corpus whose train shards it reads
@@ -132,8 +133,8 @@ class Plan:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = config
-        self.results = config["results_dir"]
-        self.resources = config["resources_dir"]
+        #: every stage output's path (pipeline_lib.results): rules, targets and report read them
+        self.results = Results(config["results_dir"], config["resources_dir"])
         self.jobs = self._train_jobs()
         self.controls = self._controls() if config["score"]["matched_controls"] else {}
         #: the evaluated model jobs, baseline first (``models``, or each of them per seed)
@@ -143,14 +144,6 @@ class Plan:
         self.replicas: dict[str, tuple[str, int]] = {}
         if config["seeds"]:
             self._seed(self.seeds)
-
-    # --- paths ---------------------------------------------------------------------------
-    def out(self, *parts: str) -> str:
-        """A path under the results folder (``results/<rule>/...``)."""
-        return "/".join([self.results, *parts])
-
-    def resource(self, *parts: str) -> str:
-        return "/".join([self.resources, *parts])
 
     # --- corpora -------------------------------------------------------------------------
     @property
@@ -196,7 +189,8 @@ class Plan:
 
     def shard_root(self, corpus: str, data: str) -> str:
         """The shard folder a job with ``data`` reads (a rule's output, hence its input)."""
-        return self.out("make_head_shards" if data == HEADS else "make_shards", corpus)
+        return (self.results.make_head_shards(corpus) if data == HEADS
+                else self.results.make_shards(corpus))
 
     def shard_task(self, data: str) -> str:
         """The task folder inside :meth:`shard_root`: head shards hold sentence pairs."""
@@ -223,13 +217,16 @@ class Plan:
     def side_lang(self, side: str) -> str:
         return self.config["src_lang" if side == "src" else "tgt_lang"]
 
-    def parse_shard_dirs(self, corpus: str, side: str) -> list[str]:
-        return [self.out("parse_shard", corpus, side, str(n))
+    def parse_shards(self, corpus: str, side: str) -> list[Files]:
+        return [self.results.parse_shard(corpus, side, str(n))
                 for n in range(self.config["parse"]["shards"])]
 
+    def parse_shard_dirs(self, corpus: str, side: str) -> list[str]:
+        """The folders of a corpus side's parse shards (what the merge step reads)."""
+        return [str(Path(shard.manifest).parent) for shard in self.parse_shards(corpus, side)]
+
     def parse_shard_files(self, corpus: str, side: str) -> list[str]:
-        return [f"{d}/{name}" for d in self.parse_shard_dirs(corpus, side)
-                for name in ("parse.parquet", "quarantine.parquet", "manifest.json")]
+        return [f for shard in self.parse_shards(corpus, side) for f in shard.values()]
 
     # --- training ------------------------------------------------------------------------
     def _train_jobs(self) -> dict[str, TrainJob]:
@@ -253,9 +250,9 @@ class Plan:
         init, aux = s["init_from"], s["aux"]
         return TrainJob(
             name=job,
-            model={**cfg["model_presets"][s["preset"] or cfg["model"]["preset"]],
+            model={**cfg["model_sizes"][s["size"] or cfg["model"]["size"]],
                    "name": s["name"] or job, "extras": dict(s["extras"])},
-            train={**train, **s["train"],
+            train={**train, **(cfg["fine_tune"]["train"] if init else {}), **s["train"],
                    "init_from": self.checkpoint(init, CKPT_BEST) if init else None,
                    "freeze": list(s["freeze"]),
                    **({"aux_ratio": s["aux_ratio"]} if aux else {})},
@@ -398,7 +395,7 @@ class Plan:
         return code_hash(*entry, f"models.{self.jobs[self.systems[system][0]].model['name']}")
 
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
-        return self.out("train_model", job, "checkpoints", which)
+        return self.results.checkpoint(job, which)
 
     def init_inputs(self, job: str) -> list[str]:
         init = self.jobs[job].init_from
@@ -410,12 +407,12 @@ class Plan:
         if not j.aux:
             return ""
         split = "mono" if j.aux == "restore" and "mono" in self.splits(j.aux_corpus) else "train"
-        return f"--aux-shards {self.out('make_shards', j.aux_corpus, j.aux, split)}"
+        return f"--aux-shards {self.results.make_shards(j.aux_corpus)}/{j.aux}/{split}"
 
     def aux_inputs(self, job: str) -> list[str]:
         """The shard folder of a job's aux corpus (declared: another corpus's shards rerun it)."""
         j = self.jobs[job]
-        return [self.out("make_shards", j.aux_corpus)] if j.aux else []
+        return [self.results.make_shards(j.aux_corpus)] if j.aux else []
 
     def job_regex(self) -> str:
         """Wildcard constraint matching exactly the training job names (longest first)."""
@@ -453,7 +450,7 @@ class Plan:
 
     def hypotheses(self) -> list[tuple[str, str, str, str]]:
         """(system, corpus, split, hypothesis Parquet) of every decoded test set."""
-        return [(m, c, s, self.out("decode_test", m, c, f"{s}.parquet"))
+        return [(m, c, s, self.results.decode_test(m, c, s).hyps)
                 for m in self.systems for c in self.test_corpora for s in self.test_splits]
 
     def test_set_args(self) -> str:
@@ -461,7 +458,7 @@ class Plan:
         test set, shell-quoted (score and discourse CLIs)."""
         import shlex
 
-        args = [["--refs", c, self.out("ingest_corpus", c, "docs.parquet")]
+        args = [["--refs", c, self.results.ingest_corpus(c).docs]
                 for c in self.test_corpora]
         args += [["--hyp", m, c, s, p] for m, c, s, p in self.hypotheses()]
         return " ".join(shlex.quote(a) for flag in args for a in flag)
@@ -514,60 +511,64 @@ class Plan:
         }
         return {rule: wildcards for rule, wildcards in jobs.items() if wildcards}
 
+    def benchmarks(self) -> list[tuple[str, str]]:
+        """(rule, benchmark file) of every job of :meth:`rule_jobs`."""
+        return [(rule, self.results.benchmark(rule, **wildcards))
+                for rule, jobs in self.rule_jobs().items() for wildcards in jobs]
+
     def report_inputs(self) -> dict[str, list[str]]:
-        """The stage outputs the report shows besides the scores (rule report's named inputs;
+        """The files the report reads besides the scores (rule report's named inputs;
         :meth:`report_args` names the same files to the report)."""
+        r = self.results
         return {
-            "ingest": [self.out("ingest_corpus", c, MANIFEST_FILE) for c in self.corpora],
-            # a checkpoint's folder: the manifest inside is not an output of its own
-            "shards": [self.out("make_shards", c) for c in self.corpora],
-            "train": [self.out("train_model", job, MANIFEST_FILE) for job in self.jobs],
-            "decode": [self.out("decode_test", m, c, f"{s}.{MANIFEST_FILE}")
-                       for m, c, s, _ in self.hypotheses()],
+            "ingest": [r.ingest_corpus(c).manifest for c in self.corpora],
+            # a shard folder: the manifest inside is not an output of its own
+            "shards": [r.make_shards(c) for c in self.corpora],
+            "train": [r.train_model(job).manifest for job in self.jobs],
+            "decode": [r.decode_test(m, c, s).manifest for m, c, s, _ in self.hypotheses()],
+            "benchmarks": [path for _, path in self.benchmarks()],
         }
 
-    def report_args(self, benchmarks: list[tuple[str, str]]) -> str:
+    def report_args(self) -> str:
         """The report's flags naming every file it reads besides the scores, shell-quoted:
         which training job each evaluated system is (``--system``), the ingest, shard, training
-        and decoding manifests, and ``benchmarks`` ((rule, benchmark file) of every job).
+        and decoding manifests, each training job's parent (the training chains as planned),
+        and every job's benchmark file.
 
         A job's ``metrics.jsonl`` is named but not a declared input: the trainer writes it
         before the job's manifest, and declared as an output Snakemake would delete it before a
         resumed training job (which appends to it)."""
         import shlex
 
+        r = self.results
         args = [["--system", system, job] for system, (job, _) in self.systems.items()]
-        args += [["--ingest", c, self.out("ingest_corpus", c, MANIFEST_FILE)]
-                 for c in self.corpora]
-        args += [["--shards", c, self.out("make_shards", c, MANIFEST_FILE)] for c in self.corpora]
-        args += [["--train", job, self.out("train_model", job, MANIFEST_FILE),
-                  self.out("train_model", job, METRICS_FILE)] for job in self.jobs]
-        args += [["--decode", m, self.out("decode_test", m, c, f"{s}.{MANIFEST_FILE}")]
+        args += [["--ingest", c, r.ingest_corpus(c).manifest] for c in self.corpora]
+        args += [["--shards", c, f"{r.make_shards(c)}/{MANIFEST_FILE}"] for c in self.corpora]
+        args += [["--train", job, r.train_model(job).manifest, r.train_model(job).metrics,
+                  self.jobs[job].init_from or ""] for job in self.jobs]
+        args += [["--decode", m, r.decode_test(m, c, s).manifest]
                  for m, c, s, _ in self.hypotheses()]
-        args += [["--benchmark", rule, path] for rule, path in benchmarks]
+        args += [["--benchmark", rule, path] for rule, path in self.benchmarks()]
         return " ".join(shlex.quote(a) for flag in args for a in flag)
 
     # --- targets -------------------------------------------------------------------------
     def final_targets(self) -> list[str]:
         """What ``rule all`` builds: every stage's manifest for every corpus and job, and the
         report."""
-        t = [self.out("ingest_corpus", c, "manifest.json") for c in self.corpora]
-        t += [self.out("parse_corpus", c, "manifest.json") for c in self.head_corpora]
-        t += [self.out("verify_shards", c, "manifest.json") for c in self.corpora]
-        t += [self.out("train_model", m, "manifest.json")
-              for m in [*self.models, *self.controls.values()]]
-        t += [self.out("decode_test", m, c, f"{s}.manifest.json")
-              for m, c, s, _ in self.hypotheses()]
-        t += [self.out("score_test", "scores.json"),
-              self.out("discourse_consistency", "consistency.json")]
+        r = self.results
+        t = [r.ingest_corpus(c).manifest for c in self.corpora]
+        t += [r.parse_corpus(c).manifest for c in self.head_corpora]
+        t += [r.verify_shards(c).manifest for c in self.corpora]
+        t += [r.train_model(m).manifest for m in [*self.models, *self.controls.values()]]
+        t += [r.decode_test(m, c, s).manifest for m, c, s, _ in self.hypotheses()]
+        t += [r.score_test().scores, r.discourse_consistency().consistency]
         if self.suites:
-            t += [self.out("discourse_contrastive", m, "contrastive.json")
-                  for m in self.models]
+            t += [r.discourse_contrastive(m).contrastive for m in self.models]
         downloads = self.config["downloads"]
-        t += [self.resource("corpora", d, "manifest.json") for d in downloads["corpora"]]
+        t += [r.download(d).manifest for d in downloads["corpora"]]
         if downloads["ldc_required"]:
-            t.append(self.out("check_ldc", "manifest.json"))
-        t.append(self.out("report", "index.html"))
+            t.append(r.check_ldc().manifest)
+        t.append(r.report().html)
         return t
 
 

@@ -12,6 +12,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# tests/unit/<package>/ mirrors pipeline_lib/<package>/; the builders some test modules share
+# (test_data's shards, test_report's results, test_readers_common's runs) import by name
+# from any folder
+sys.path[1:1] = [str(d) for d in sorted((ROOT / "tests" / "unit").iterdir()) if d.is_dir()]
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +61,7 @@ def tiny_config(work: Path, resources: Path) -> dict:
             "tagger_steps": 8, "parser_steps": 8, "hidden_dim": 32, "deep_biaff_hidden_dim": 32,
             "word_emb_dim": 16, "tag_emb_dim": 8, "transformed_dim": 16, "parser_layers": 1}},
         "parse": {"max_sentences_per_split": 40, "shards": 1, "batch_size": 64},
-        "model_presets": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
+        "model_sizes": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
                                    "dec_layers": 1}},
         "train": {**TINY_STEPS, "max_tokens": 1024},
         # doct decodes the average of its last two checkpoints (steps 3 and 6)

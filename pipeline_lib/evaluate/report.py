@@ -51,7 +51,6 @@ from typing import Any
 
 from pipeline_lib.atomic import atomic_output, write_text
 from pipeline_lib.evaluate.score import SIG_MARK
-from pipeline_lib.layout import CKPT_BEST
 from pipeline_lib.tables import Split
 from pipeline_lib.manifest import Manifest
 
@@ -104,6 +103,8 @@ class TrainRun:
     manifest_path: Path
     manifest: dict | None
     metrics: list[dict]
+    #: the job whose ``checkpoints/best`` it starts from (the plan's ``init_from``), or None
+    parent: str | None = None
 
     @property
     def dev(self) -> list[dict]:
@@ -233,29 +234,24 @@ def best_update(run: TrainRun) -> int | None:
 
 
 def start_updates(runs: dict[str, TrainRun]) -> dict[str, int | None]:
-    """Updates made before each job's first one, counting along its ``init_from`` chain.
+    """Updates made before each job's first one, counting along its chain of parents.
 
-    The trainer records where a job starts only as the checkpoint it loads, the manifest's
-    ``params.train.init_from`` (``results/train_model/<parent>/checkpoints/best``: plan.py gives
-    every fine-tune its parent's ``best``); its step counter restarts at 0. So a job starts at
-    its parent's start plus the parent's :func:`best_update`. 0 for a job trained from scratch;
-    None where that cannot be told (no manifest, a parent or a checkpoint other than ``best``
-    that is not among the inputs, a parent without dev records)."""
-    by_folder = {r.manifest_path.parent.resolve(): job for job, r in runs.items()}
+    A fine-tune's step counter restarts at 0 and it starts from its parent's ``best`` (the plan
+    gives every fine-tune its parent's ``best``), so a job starts at its parent's start plus the
+    parent's :func:`best_update`. 0 for a job trained from scratch; None where that cannot be
+    told (no manifest, a parent that is not among the inputs, a parent without dev records)."""
     starts: dict[str, int | None] = {}
 
     def start(job: str) -> int | None:
         if job not in starts:
             run = runs[job]
-            init = run.train_params.get("init_from")
             if run.manifest is None:
                 starts[job] = None
-            elif init is None:
+            elif run.parent is None:
                 starts[job] = 0
             else:
-                parent = by_folder.get(Path(init).parent.parent.resolve())
-                base = start(parent) if parent and Path(init).name == CKPT_BEST else None
-                saved = best_update(runs[parent]) if base is not None else None
+                base = start(run.parent) if run.parent in runs else None
+                saved = best_update(runs[run.parent]) if base is not None else None
                 starts[job] = None if saved is None else base + saved
         return starts[job]
 
@@ -265,13 +261,8 @@ def start_updates(runs: dict[str, TrainRun]) -> dict[str, int | None]:
 
 
 def parent_job(runs: dict[str, TrainRun], job: str) -> str | None:
-    """The job whose checkpoint ``job`` starts from (its manifest's ``init_from``), if given."""
-    init = runs[job].train_params.get("init_from")
-    if init is None:
-        return None
-    folder = Path(init).parent.parent.resolve()
-    return next((j for j, r in runs.items() if r.manifest_path.parent.resolve() == folder),
-                str(init))
+    """The job whose checkpoint ``job`` starts from, if any."""
+    return runs[job].parent
 
 
 def job_roles(inputs: Inputs) -> dict[str, str]:
@@ -1127,8 +1118,8 @@ def read_inputs(args: argparse.Namespace, manifest: Manifest) -> Inputs:
         manifest.add_input(path)
         return reader(Path(path))
 
-    train = {job: TrainRun(job, Path(man), read(man), read(metrics, read_metrics))
-             for job, man, metrics in args.train}
+    train = {job: TrainRun(job, Path(man), read(man), read(metrics, read_metrics), parent or None)
+             for job, man, metrics, parent in args.train}
     decode: dict[str, list[dict | None]] = defaultdict(list)
     for system, path in args.decode:
         decode[system].append(read(path))
@@ -1159,9 +1150,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suites", nargs="*", default=[], help="configured contrastive suite names")
     ap.add_argument("--system", nargs=2, action="append", required=True, metavar=("SYSTEM", "JOB"),
                     help="an evaluated system and its training job, baseline first (repeatable)")
-    ap.add_argument("--train", nargs=3, action="append", default=[],
-                    metavar=("JOB", "MANIFEST", "METRICS"),
-                    help="a training job's manifest.json and metrics.jsonl (repeatable)")
+    ap.add_argument("--train", nargs=4, action="append", default=[],
+                    metavar=("JOB", "MANIFEST", "METRICS", "PARENT"),
+                    help="a training job's manifest.json and metrics.jsonl, and the job whose "
+                         "best checkpoint it starts from ('' for none; repeatable)")
     ap.add_argument("--decode", nargs=2, action="append", default=[],
                     metavar=("SYSTEM", "MANIFEST"), help="a decode manifest of SYSTEM (repeatable)")
     ap.add_argument("--ingest", nargs=2, action="append", default=[],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 
 class InputError(ValueError):
@@ -72,3 +73,14 @@ def code_modules(spec: dict) -> list[str]:
     readers = {spec["reader"], *(p["reader"] for p in spec.get("parts") or [])}
     return ["ingest.__main__", *(f"ingest.{READERS[r]}" for r in sorted(readers))]
 
+
+def rule_inputs(spec: dict, results: Any) -> list[str]:
+    """What rule ingest_corpus reads for corpus entry ``spec``: the raw files its reader reads
+    (changing one reruns only that corpus's ingestion), or, for a downloaded corpus, its
+    download manifest in ``results`` (the plan's ``pipeline_lib.results.Results``, passed in: a
+    module ingestion imported would enter every ingest job's code hash), which stands for them
+    (rule download_corpus). Reader modules import their own libraries lazily, so this is cheap
+    at planning time."""
+    if spec.get("download"):
+        return [results.download(spec["download"]).manifest]
+    return reader_module(spec["reader"]).input_files(spec)

@@ -1,6 +1,6 @@
 """Typed model configuration shared by the trainer, the checkpoint and the decoder.
 
-Sizes live in config/config.yaml (``model_presets``: tiny/base/big), never in code, so that a
+Sizes live in config/config.yaml (``model_sizes``: tiny/base/big), never in code, so that a
 checkpoint's ``config.yaml`` alone says what was trained.
 """
 

@@ -163,7 +163,7 @@ def beam_search(model: torch.nn.Module, batch: Batch, cfg: BeamConfig) -> list[l
     Finished sentences leave the batch, so the rest run on fewer rows; in fixed-shape decoding
     (``cfg.static``, the CUDA default) they stay, unread, and every step has the same shapes:
     steps 2.. replay one CUDA graph (:class:`GraphedStep`). Both give the same hypotheses
-    (tests/unit/test_decode.py).
+    (tests/unit/evaluate/test_decode.py).
     """
     K, dev = cfg.beam, batch.src.device
     B = batch.src.size(0)

@@ -8,7 +8,7 @@ Why this shape:
   batch takes rows while the sum of their lengths ``max(len(src)+1, len(tgt)+1)`` stays within
   ``max_tokens``, whatever the data mode. So a context, stream or document model and its matched
   control (the baseline on the same shards) train on the same number of target tokens per update
-  (``tests/unit/test_data.py`` measures it on the same shards). A row's context (CONTEXT mode)
+  (``tests/unit/training/test_data.py`` measures it on the same shards). A row's context (CONTEXT mode)
   is not counted: it is the model's extra input, not more training data (``max_context_tokens``
   caps it for memory, and then makes that model's batches smaller than its control's).
 - *Length buckets*: sentence and context rows of a chunk are sorted by length and cut into

@@ -70,7 +70,7 @@ class _LabelSmoothedNLL(torch.autograd.Function):
     operations in the same order (the ``+ 0.0`` turns -0.0 into 0.0 as the zero fill did), and
     then calls log_softmax's own backward kernel (``torch._log_softmax_backward_data``, the op
     autograd calls), so losses and gradients are bit-identical to autograd's
-    (tests/unit/test_optim.py compares them) and a tiny CPU update is 9 % faster
+    (tests/unit/training/test_optim.py compares them) and a tiny CPU update is 9 % faster
     (bench/RESULTS.md).
     """
 

@@ -48,8 +48,7 @@ from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 from pipeline_lib.training.train import TrainConfig, apply_freeze, init_from_checkpoint, train
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from test_data import write_doc_corpus  # noqa: E402  (shared shard builder)
+from test_data import write_doc_corpus  # tests/unit/training: the shared shard builder
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 4

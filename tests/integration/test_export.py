@@ -23,8 +23,7 @@ from pipeline_lib.models.search import BeamConfig, greedy_search, source_batch
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.train import TrainConfig, train
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from test_data import write_corpus  # noqa: E402  (shared shard builder)
+from test_data import write_corpus  # tests/unit/training: the shared shard builder
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -38,7 +38,7 @@ def test_every_model_has_a_matched_control_that_was_trained_decoded_and_scored(t
     scores = _manifest(tiny_pipeline, "score_test", "scores.json")
     assert scores["controls"] == {s: c for s in plan.systems if (c := plan.control_of(s))}
     for model, control in plan.controls.items():
-        assert (tiny_pipeline / plan.out("train_model", control, "manifest.json")).is_file()
+        assert (tiny_pipeline / plan.results.train_model(control).manifest).is_file()
         row = scores["results"]["bible/test"]["models"][model]
         assert row["control"]["system"] == control and "bleu_p" in row["control"]
     doct, base = plan.jobs[plan.controls["doct"]], plan.jobs["transformer"]

@@ -31,7 +31,7 @@ def test_preprocess_rules_on_bible_slice(tmp_path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")
     config["corpora"] = {"bible": {**config["corpora"]["bible"], "max_chapters": 40}}
-    # Heads need stanza parses (slow; covered by tests/unit/test_bpe.py with gold UD trees).
+    # Heads need stanza parses (slow; covered by tests/unit/preprocess/test_bpe.py with gold UD trees).
     config["bpe"] = {**config.get("bpe", {}), "vocab_size": 1000}
     config["shards"] = {**config.get("shards", {}), "rows_per_shard": 300}
     cfg = tmp_path / "config.yaml"

@@ -69,7 +69,7 @@ def test_two_updates_of_the_stop_rule_with_two_seeds_end_to_end(tmp_path, shared
         "corpora": {"bible": {"reader": "bible", "max_chapters": 12, "dev_books": ["Obadiah"],
                               "test_books": ["Jude"]}},
         "bpe": {"vocab_size": 300},
-        "model_presets": {"tiny": {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1,
+        "model_sizes": {"tiny": {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1,
                                    "dec_layers": 1}},
         "train": {**rule, "max_tokens": 512, "dev_bleu": False},
         "model_settings": {"transformer": {"train": dict(rule)}, "doct": {"train": dict(rule)}},

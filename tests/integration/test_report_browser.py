@@ -19,9 +19,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 # shared stage outputs, written by the stages' own writers
-from test_report import build_results, run_report, write_benchmark  # noqa: E402
+from test_report import build_results, run_report, write_benchmark
 
 from pipeline_lib.plan import Plan, load_config  # noqa: E402
 
@@ -115,7 +114,7 @@ def test_snakemake_rules_build_the_report_and_the_report_zip(tmp_path):
     plan = Plan(load_config(ROOT / "config" / "config.yaml", tmp_path / "models.yaml"))
     for rule, jobs in plan.rule_jobs().items():   # the earlier jobs' benchmark files
         for wildcards in jobs:
-            bench = tmp_path / "benchmarks" / rule / f"{'/'.join(wildcards.values()) or rule}.tsv"
+            bench = tmp_path / plan.results.benchmark(rule, **wildcards)
             if rule not in allowed and not bench.exists():
                 write_benchmark(bench, 1.0)
     base = [sys.executable, "-m", "snakemake", "--directory", str(tmp_path), "--snakefile",

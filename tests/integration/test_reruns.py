@@ -204,3 +204,12 @@ def test_edited_transformer_core_retrains_every_job(moved):
     assert {wc for r, wc in jobs if r == "train_model"} == {f"model={j}" for j in plan.jobs}
     assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
                               "discourse_consistency", "report", "all"}
+
+
+def test_edited_score_marks_rescore_and_report_only(moved):
+    """evaluate/score.py holds what constants.py once held for scoring (the test sets, the
+    significance mark): an edit reruns the scoring and the report that prints its marks, no
+    training, decoding or discourse job (a grab-bag module in every hash retrained all)."""
+    root, work = moved
+    _edit(root, "evaluate/score.py")
+    assert planned_in(root, work) == {("score_test", ""), ("report", ""), ("all", "")}

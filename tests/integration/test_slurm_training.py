@@ -55,7 +55,7 @@ def _config(splits: dict, **overrides) -> dict:
         "hygiene": {"enabled": False},   # 30 distinct pairs repeated: deduplication would keep 30
         "bpe": {"vocab_size": 100},             # no DBSA job: nothing is parsed
         "models": ["transformer"],
-        "model_presets": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
+        "model_sizes": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
                                    "dec_layers": 1}},
         # no periodic checkpoint: `last` exists only if the pre-empted attempt saved it
         "train": {"corpus": "tiny", "max_tokens": 256, "max_steps": MAX_STEPS, "warmup": 10,
@@ -326,7 +326,7 @@ def test_two_nodes_with_four_gpus_each(upstream, tmp_path):
 
     The in-job Snakemake caps a rule's threads to the CPUs it sees (`--cores all`): 32 on a real
     node, this machine's count here, so the CPU numbers inside the job are checked against the
-    job step's, and tests/unit/test_launch.py checks 32 CPUs / 4 processes = 8 threads."""
+    job step's, and tests/unit/training/test_launch.py checks 32 CPUs / 4 processes = 8 threads."""
     work = _copy(upstream, tmp_path / "work", cluster={"nodes": 2, "gpus_per_node": 4},
                  train={**_config({})["train"], "max_steps": 2})
     state = tmp_path / "fake_slurm"

@@ -24,8 +24,7 @@ from pipeline_lib.training.resume import run_changes
 from pipeline_lib.training.train import (EXIT_REQUEUE, RESUMABLE_CHANGES, TrainConfig, run_record,
                                          train)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from test_data import write_corpus  # noqa: E402  (shared shard builder)
+from test_data import write_corpus  # tests/unit/training: the shared shard builder
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"name": "transformer", "d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
@@ -300,7 +299,7 @@ def test_a_finished_run_trains_again_from_scratch_an_interrupted_one_resumes(cor
     assert [(a["attempt"], a["start_step"], a["step"], a["end"]) for a in attempts] == [
         (1, 0, stopped, "signal 15"), (2, stopped, stopped + 4, "finished")]
 
-    # the inputs' checksums are part of the run (tests/unit/test_resume.py: an interrupted run
+    # the inputs' checksums are part of the run (tests/unit/training/test_resume.py: an interrupted run
     # with other inputs is not continued either)
     shards, dev, spm_model = corpus
     moved = _run((dev, dev, spm_model), part, {**slow, "max_steps": 4})

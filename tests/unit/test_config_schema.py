@@ -16,12 +16,14 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from pipeline_lib.layout import NAME_PATTERN
+from pipeline_lib.plan import load_config
 from pipeline_lib.ingest import aspec, iwslt, ldc, mono, plaintext, sgml, tdf, wmt_xml
 from pipeline_lib.ingest.lines import ALLOW_EMPTY
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
-DEFAULT = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+#: the default run's config with the schema's defaults filled in (config.yaml holds differences)
+DEFAULT = load_config(ROOT / "config/config.yaml")
 
 
 def with_corpus(spec: dict, name: str = "news", **sections) -> dict:

@@ -29,7 +29,7 @@ def test_default_jobs_follow_the_init_chains(default):
     assert doct.train["init_from"] == "results/train_model/transformer/checkpoints/best"
     assert doct.train["freeze"] == ["@sentence_level"]
     assert doct.model["name"] == "doct" and doct.model["extras"]["context_sentences"] == 2
-    assert doct.model["d_model"] == 128          # model_presets.tiny via model.preset
+    assert doct.model["d_model"] == 128          # model_sizes.tiny via model.size
     pre = default.jobs["crosstask_pretrain"]
     assert pre.model["name"] == "crosstask" and pre.init_from is None
     assert pre.train["aux_ratio"] == 0.5 and pre.aux == "restore"
@@ -103,7 +103,7 @@ def test_every_preset_plans_registered_models_on_its_corpora(preset):
         assert job in plan.jobs and unit in ("document", "sentence")
     for corpus in plan.test_corpora:
         assert "test" in config["corpora"][corpus]["splits"], corpus
-    downloads = {plan.resource("corpora", d, "manifest.json")
+    downloads = {plan.results.download(d).manifest
                  for d in config["downloads"]["corpora"]}
     assert downloads <= set(plan.final_targets())
 
@@ -218,7 +218,8 @@ def test_a_configfile_override_of_one_job_leaves_the_others_alone(tmp_path):
 def test_rule_jobs_and_the_reports_flags_name_every_planned_job(default):
     """The report's inputs: every job's benchmark (rule -> wildcards; test_workflow.py checks
     the counts against snakemake -n) and one flag per stage output it shows, each a declared
-    input (a job's metrics.jsonl beside its manifest, the shard manifest inside its folder)."""
+    input (a job's metrics.jsonl beside its manifest, the shard manifest inside its folder), with
+    each training job's parent as planned."""
     jobs = default.rule_jobs()
     assert {r: len(w) for r, w in jobs.items()} == {
         "ingest_corpus": 1, "stanza_models": 2, "parse_shard": 4, "parse_corpus": 1,
@@ -228,7 +229,7 @@ def test_rule_jobs_and_the_reports_flags_name_every_planned_job(default):
     assert {"corpus": "bible", "side": "tgt", "shard": "1"} in jobs["parse_shard"]
     assert {"model": "crosstask_sent", "corpus": "bible", "split": "test"} in jobs["decode_test"]
     inputs = default.report_inputs()
-    args = shlex.split(default.report_args([("train_bpe", "benchmarks/train_bpe/train_bpe.tsv")]))
+    args = shlex.split(default.report_args())
     flags: dict[str, list[list[str]]] = {}
     for i, a in enumerate(args):
         if a.startswith("--"):
@@ -238,11 +239,16 @@ def test_rule_jobs_and_the_reports_flags_name_every_planned_job(default):
     assert ["crosstask_sent", "crosstask"] in flags["--system"]
     assert [p for _, p in flags["--ingest"]] == inputs["ingest"]
     assert [p.removesuffix("/manifest.json") for _, p in flags["--shards"]] == inputs["shards"]
-    assert [m for _, m, _ in flags["--train"]] == inputs["train"]
-    assert [j for j, _, _ in flags["--train"]] == list(default.jobs)
-    assert all(p == m.replace("manifest.json", "metrics.jsonl") for _, m, p in flags["--train"])
+    assert [m for _, m, _, _ in flags["--train"]] == inputs["train"]
+    assert [j for j, _, _, _ in flags["--train"]] == list(default.jobs)
+    assert all(p == m.replace("manifest.json", "metrics.jsonl") for _, m, p, _ in flags["--train"])
+    parents = {j: p for j, _, _, p in flags["--train"]}
+    assert parents["transformer"] == "" and parents["doct"] == "transformer"
+    assert parents["crosstask"] == "crosstask_pretrain"
     assert [p for _, p in flags["--decode"]] == inputs["decode"]
-    assert flags["--benchmark"] == [["train_bpe", "benchmarks/train_bpe/train_bpe.tsv"]]
+    assert [p for _, p in flags["--benchmark"]] == inputs["benchmarks"]
+    assert ["train_bpe", "benchmarks/train_bpe/train_bpe.tsv"] in flags["--benchmark"]
+    assert ["parse_shard", "benchmarks/parse_shard/bible/tgt.1.tsv"] in flags["--benchmark"]
 
 
 def test_rule_jobs_of_downloads_ldc_and_suites():

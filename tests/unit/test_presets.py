@@ -43,7 +43,7 @@ def test_preset_names_only_schema_keys_and_validates_merged(preset):
         assert job.corpus in config["corpora"] and job.dev_corpus in config["corpora"], job.name
     for corpus in plan.test_corpora:
         assert "test" in config["corpora"][corpus]["splits"], corpus
-    assert config["model"]["preset"] == "base"
+    assert config["model"]["size"] == "base"
 
 
 def test_command_line_values_win_over_a_preset(tmp_path):

@@ -8,15 +8,14 @@ rule decode_test:
         model=plan.system_regex(),
     input:
         checkpoint=lambda wc: plan.checkpoint(plan.systems[wc.model][0]),
-        shards=plan.out("make_shards", "{corpus}"),
-        spm=plan.out("train_bpe", "spm.model"),
+        shards=plan.results.make_shards(),
+        spm=plan.results.train_bpe().model,
     output:
-        hyps=plan.out("decode_test", "{model}", "{corpus}", "{split}.parquet"),
-        manifest=plan.out("decode_test", "{model}", "{corpus}", "{split}.manifest.json"),
+        **plan.results.decode_test(),
     log:
         "logs/decode_test/{model}/{corpus}/{split}.log",
     benchmark:
-        "benchmarks/decode_test/{model}/{corpus}/{split}.tsv"
+        plan.results.benchmark("decode_test")
     params:
         task=config["decode"]["shard_task"],
         beam=config["decode"]["beam"],

@@ -32,7 +32,7 @@ localrules:
 
 rule download_corpus:
     output:
-        manifest=plan.resource("corpora", "{download}", "manifest.json"),
+        manifest=plan.results.download().manifest,
     log:
         "logs/download_corpus/{download}.log",
     params:
@@ -51,7 +51,7 @@ rule download_corpus:
 
 rule check_ldc:
     output:
-        manifest=plan.out("check_ldc", "manifest.json"),
+        manifest=plan.results.check_ldc().manifest,
     log:
         "logs/check_ldc.log",
     params:

@@ -3,30 +3,18 @@
 import json
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.ingest import code_modules, reader_module
-
-
-def ingest_inputs(wc) -> list[str]:
-    """The raw files a corpus's reader reads: changing one reruns only that corpus's ingestion.
-    A downloaded corpus stands behind its download manifest (rule download_corpus). Reader
-    modules import their own libraries lazily, so this is cheap."""
-    spec = config["corpora"][wc.corpus]
-    if spec.get("download"):
-        return [plan.resource("corpora", spec["download"], "manifest.json")]
-    return reader_module(spec["reader"]).input_files(spec)
+from pipeline_lib.ingest import code_modules, rule_inputs
 
 
 rule ingest_corpus:
     input:
-        ingest_inputs,
+        lambda wc: rule_inputs(config["corpora"][wc.corpus], plan.results),
     output:
-        docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
-        quarantine=plan.out("ingest_corpus", "{corpus}", "quarantine.parquet"),
-        manifest=plan.out("ingest_corpus", "{corpus}", "manifest.json"),
+        **plan.results.ingest_corpus(),
     log:
         "logs/ingest_corpus/{corpus}.log",
     benchmark:
-        "benchmarks/ingest_corpus/{corpus}.tsv"
+        plan.results.benchmark("ingest_corpus")
     params:
         # the corpus's config entry as one JSON argument (also a rerun trigger)
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),

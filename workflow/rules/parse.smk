@@ -14,12 +14,11 @@ wildcard_constraints:
 
 rule stanza_models:
     output:
-        model=plan.out("stanza_models", "{lang}", "model.json"),
-        manifest=plan.out("stanza_models", "{lang}", "manifest.json"),
+        **plan.results.stanza_models(),
     log:
         "logs/stanza_models/{lang}.log",
     benchmark:
-        "benchmarks/stanza_models/{lang}.tsv"
+        plan.results.benchmark("stanza_models")
     params:
         spec=json.dumps(config["stanza"], sort_keys=True),
         # the configured folder ("" = env DOCMT_SHARED or the repository's third_party/,
@@ -27,7 +26,7 @@ rule stanza_models:
         # checkout, so a moved checkout does not retrain the parsers
         shared=config["shared_dir"] or "",
         treebanks=lambda wc: plan.treebank_digest(wc.lang),
-        store=plan.resource("stanza"),
+        store=plan.results.stanza_store(),
         code=code_hash("parse.stanza_models"),
     # one thread per language: both languages train side by side on 2 cores
     threads: 1
@@ -42,16 +41,14 @@ rule stanza_models:
 
 rule parse_shard:
     input:
-        docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
-        model=lambda wc: plan.out("stanza_models", plan.side_lang(wc.side), "model.json"),
+        docs=plan.results.ingest_corpus("{corpus}").docs,
+        model=lambda wc: plan.results.stanza_models(plan.side_lang(wc.side)).model,
     output:
-        parse=plan.out("parse_shard", "{corpus}", "{side}", "{shard}", "parse.parquet"),
-        quarantine=plan.out("parse_shard", "{corpus}", "{side}", "{shard}", "quarantine.parquet"),
-        manifest=plan.out("parse_shard", "{corpus}", "{side}", "{shard}", "manifest.json"),
+        **plan.results.parse_shard(),
     log:
         "logs/parse_shard/{corpus}/{side}.{shard}.log",
     benchmark:
-        "benchmarks/parse_shard/{corpus}/{side}.{shard}.tsv"
+        plan.results.benchmark("parse_shard")
     params:
         splits=" ".join(config["parse"]["splits"]),
         cap=config["parse"]["max_sentences_per_split"] or 0,
@@ -78,14 +75,11 @@ rule parse_corpus:
         src=lambda wc: plan.parse_shard_files(wc.corpus, "src"),
         tgt=lambda wc: plan.parse_shard_files(wc.corpus, "tgt"),
     output:
-        src=plan.out("parse_corpus", "{corpus}", "src.parquet"),
-        tgt=plan.out("parse_corpus", "{corpus}", "tgt.parquet"),
-        quarantine=plan.out("parse_corpus", "{corpus}", "quarantine.parquet"),
-        manifest=plan.out("parse_corpus", "{corpus}", "manifest.json"),
+        **plan.results.parse_corpus(),
     log:
         "logs/parse_corpus/{corpus}.log",
     benchmark:
-        "benchmarks/parse_corpus/{corpus}.tsv"
+        plan.results.benchmark("parse_corpus")
     params:
         src=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "src")),
         tgt=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "tgt")),

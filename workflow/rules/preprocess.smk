@@ -11,15 +11,13 @@ from pipeline_lib.plan import PARSE_PRIORITY
 # does not retrain BPE, and so every model.
 rule train_bpe:
     input:
-        docs=[plan.out("ingest_corpus", c, "docs.parquet") for c in plan.bpe_corpora],
+        docs=[plan.results.ingest_corpus(c).docs for c in plan.bpe_corpora],
     output:
-        model=plan.out("train_bpe", "spm.model"),
-        vocab=plan.out("train_bpe", "spm.vocab"),
-        manifest=plan.out("train_bpe", "manifest.json"),
+        **plan.results.train_bpe(),
     log:
         "logs/train_bpe/train_bpe.log",
     benchmark:
-        "benchmarks/train_bpe/train_bpe.tsv"
+        plan.results.benchmark("train_bpe")
     params:
         vocab_size=config["bpe"]["vocab_size"],
         coverage=config["bpe"]["character_coverage"],
@@ -43,16 +41,14 @@ rule train_bpe:
 
 rule encode_bpe:
     input:
-        docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
-        model=plan.out("train_bpe", "spm.model"),
+        docs=plan.results.ingest_corpus("{corpus}").docs,
+        model=plan.results.train_bpe().model,
     output:
-        encoded=plan.out("encode_bpe", "{corpus}", "encoded.parquet"),
-        quarantine=plan.out("encode_bpe", "{corpus}", "quarantine.parquet"),
-        manifest=plan.out("encode_bpe", "{corpus}", "manifest.json"),
+        **plan.results.encode_bpe(),
     log:
         "logs/encode_bpe/{corpus}.log",
     benchmark:
-        "benchmarks/encode_bpe/{corpus}.tsv"
+        plan.results.benchmark("encode_bpe")
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 1
@@ -70,18 +66,16 @@ rule encode_bpe:
 # make_shards so that every other model trains while stanza is still training and parsing.
 rule encode_heads:
     input:
-        docs=plan.out("ingest_corpus", "{corpus}", "docs.parquet"),
-        model=plan.out("train_bpe", "spm.model"),
-        src=plan.out("parse_corpus", "{corpus}", "src.parquet"),
-        tgt=plan.out("parse_corpus", "{corpus}", "tgt.parquet"),
+        docs=plan.results.ingest_corpus("{corpus}").docs,
+        model=plan.results.train_bpe().model,
+        src=plan.results.parse_corpus().src,
+        tgt=plan.results.parse_corpus().tgt,
     output:
-        encoded=plan.out("encode_heads", "{corpus}", "encoded.parquet"),
-        quarantine=plan.out("encode_heads", "{corpus}", "quarantine.parquet"),
-        manifest=plan.out("encode_heads", "{corpus}", "manifest.json"),
+        **plan.results.encode_heads(),
     log:
         "logs/encode_heads/{corpus}.log",
     benchmark:
-        "benchmarks/encode_heads/{corpus}.tsv"
+        plan.results.benchmark("encode_heads")
     params:
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 1   # beside the training jobs: see train.smk
@@ -96,13 +90,13 @@ rule encode_heads:
 
 rule make_head_shards:
     input:
-        encoded=plan.out("encode_heads", "{corpus}", "encoded.parquet"),
+        encoded=plan.results.encode_heads().encoded,
     output:
-        shards=directory(plan.out("make_head_shards", "{corpus}")),
+        shards=directory(plan.results.make_head_shards()),
     log:
         "logs/make_head_shards/{corpus}.log",
     benchmark:
-        "benchmarks/make_head_shards/{corpus}.tsv"
+        plan.results.benchmark("make_head_shards")
     params:
         rows=config["shards"]["rows_per_shard"],
         row_group=config["shards"]["row_group_rows"],
@@ -120,15 +114,14 @@ rule make_head_shards:
 
 rule noise_docs:
     input:
-        encoded=plan.out("encode_bpe", "{corpus}", "encoded.parquet"),
-        model=plan.out("train_bpe", "spm.model"),
+        encoded=plan.results.encode_bpe().encoded,
+        model=plan.results.train_bpe().model,
     output:
-        restore=plan.out("noise_docs", "{corpus}", "restore.parquet"),
-        manifest=plan.out("noise_docs", "{corpus}", "manifest.json"),
+        **plan.results.noise_docs(),
     log:
         "logs/noise_docs/{corpus}.log",
     benchmark:
-        "benchmarks/noise_docs/{corpus}.tsv"
+        plan.results.benchmark("noise_docs")
     params:
         gap_ratio=config["noise"]["gap_ratio"],
         mask_rate=config["noise"]["mask_rate"],
@@ -154,14 +147,14 @@ rule noise_docs:
 # checkpoints.make_shards.get(corpus=...) (see verify_shards).
 checkpoint make_shards:
     input:
-        encoded=plan.out("encode_bpe", "{corpus}", "encoded.parquet"),
-        restore=plan.out("noise_docs", "{corpus}", "restore.parquet"),
+        encoded=plan.results.encode_bpe().encoded,
+        restore=plan.results.noise_docs().restore,
     output:
-        shards=directory(plan.out("make_shards", "{corpus}")),
+        shards=directory(plan.results.make_shards()),
     log:
         "logs/make_shards/{corpus}.log",
     benchmark:
-        "benchmarks/make_shards/{corpus}.tsv"
+        plan.results.benchmark("make_shards")
     params:
         rows=config["shards"]["rows_per_shard"],
         row_group=config["shards"]["row_group_rows"],
@@ -186,13 +179,13 @@ rule verify_shards:
             )
         ),
     output:
-        manifest=plan.out("verify_shards", "{corpus}", "manifest.json"),
+        manifest=plan.results.verify_shards().manifest,
     log:
         "logs/verify_shards/{corpus}.log",
     benchmark:
-        "benchmarks/verify_shards/{corpus}.tsv"
+        plan.results.benchmark("verify_shards")
     params:
-        root=lambda wc: plan.out("make_shards", wc.corpus),
+        root=lambda wc: plan.results.make_shards(wc.corpus),
         code=code_hash("preprocess.shards"),
     conda:
         "../../envs/preprocess.yaml"

@@ -5,31 +5,23 @@ import json
 
 from pipeline_lib.codehash import code_hash
 
-# (rule, benchmark file) of every job of the run: each rule's own `benchmark:` pattern filled
-# with the wildcards of its jobs, so the paths are spelled once, in the rule files.
-BENCHMARKS = [(name, getattr(rules, name).benchmark.format(**wildcards))
-              for name, jobs in plan.rule_jobs().items() for wildcards in jobs]
+OUT = plan.results.report()
 
 
 rule report:
     input:
-        scores=plan.out("score_test", "scores.json"),
-        consistency=plan.out("discourse_consistency", "consistency.json"),
-        contrastive=[plan.out("discourse_contrastive", m, "contrastive.json")
+        scores=plan.results.score_test().scores,
+        consistency=plan.results.discourse_consistency().consistency,
+        contrastive=[plan.results.discourse_contrastive(m).contrastive
                      for m in (plan.models if plan.suites else [])],
         **plan.report_inputs(),
-        benchmarks=[path for _, path in BENCHMARKS],
     output:
-        html=report(plan.out("report", "index.html"), caption="../report/index.rst",
-                    category="Report"),
-        md=report(plan.out("report", "report.md"), caption="../report/markdown.rst",
-                  category="Report"),
-        bleu=report(plan.out("report", "bleu_intervals.png"), caption="../report/bleu.rst",
-                    category="Results"),
-        curves=report(plan.out("report", "training_curves.png"), caption="../report/curves.rst",
-                      category="Training"),
-        config=plan.out("report", "config.json"),
-        manifest=plan.out("report", "manifest.json"),
+        html=report(OUT.html, caption="../report/index.rst", category="Report"),
+        md=report(OUT.md, caption="../report/markdown.rst", category="Report"),
+        bleu=report(OUT.bleu, caption="../report/bleu.rst", category="Results"),
+        curves=report(OUT.curves, caption="../report/curves.rst", category="Training"),
+        config=OUT.config,
+        manifest=OUT.manifest,
     log:
         "logs/report/report.log",
     params:
@@ -37,7 +29,7 @@ rule report:
             f"--contrastive {m} {p}" for m, p in zip(plan.models, input.contrastive)
         ),
         suites=" ".join(plan.suites),
-        files=plan.report_args(BENCHMARKS),
+        files=plan.report_args(),
         # the validated config (preset and command line applied): its hash is the run's
         config=json.dumps(config, sort_keys=True),
         title=config["report"]["title"],

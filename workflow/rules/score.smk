@@ -19,15 +19,14 @@ except ValueError as e:
 
 rule score_test:
     input:
-        refs=[plan.out("ingest_corpus", c, "docs.parquet") for c in plan.test_corpora],
+        refs=[plan.results.ingest_corpus(c).docs for c in plan.test_corpora],
         hyps=[p for *_, p in plan.hypotheses()],
     output:
-        scores=plan.out("score_test", "scores.json"),
-        manifest=plan.out("score_test", "manifest.json"),
+        **plan.results.score_test(),
     log:
         "logs/score_test/score_test.log",
     benchmark:
-        "benchmarks/score_test/score_test.tsv"
+        plan.results.benchmark("score_test")
     params:
         args=plan.test_set_args(),
         baseline=plan.baseline,
@@ -48,15 +47,14 @@ rule score_test:
 
 rule discourse_consistency:
     input:
-        refs=[plan.out("ingest_corpus", c, "docs.parquet") for c in plan.test_corpora],
+        refs=[plan.results.ingest_corpus(c).docs for c in plan.test_corpora],
         hyps=[p for *_, p in plan.hypotheses()],
     output:
-        consistency=plan.out("discourse_consistency", "consistency.json"),
-        manifest=plan.out("discourse_consistency", "manifest.json"),
+        **plan.results.discourse_consistency(),
     log:
         "logs/discourse_consistency/discourse_consistency.log",
     benchmark:
-        "benchmarks/discourse_consistency/discourse_consistency.tsv"
+        plan.results.benchmark("discourse_consistency")
     params:
         args=plan.test_set_args(),
         stop=config["score"]["consistency_stop_top_k"],
@@ -75,12 +73,11 @@ rule discourse_contrastive:
         checkpoint=plan.checkpoint("{model}"),
         suites=plan.suite_files(),
     output:
-        contrastive=plan.out("discourse_contrastive", "{model}", "contrastive.json"),
-        manifest=plan.out("discourse_contrastive", "{model}", "manifest.json"),
+        **plan.results.discourse_contrastive(),
     log:
         "logs/discourse_contrastive/{model}.log",
     benchmark:
-        "benchmarks/discourse_contrastive/{model}.tsv"
+        plan.results.benchmark("discourse_contrastive")
     params:
         suites=json.dumps(plan.suites, sort_keys=True),
         lang_pair=f"{config['src_lang']}-{config['tgt_lang']}",

@@ -11,20 +11,20 @@ rule train_model:
         dev_shards=lambda wc: plan.shard_root(plan.jobs[wc.model].dev_corpus,
                                               plan.jobs[wc.model].data),
         aux_shards=lambda wc: plan.aux_inputs(wc.model),
-        spm=plan.out("train_bpe", "spm.model"),
+        spm=plan.results.train_bpe().model,
         init=lambda wc: plan.init_inputs(wc.model),
     output:
         # best initialises later jobs; final is what evaluation reads (the average of the last
         # k checkpoints when train.average_last_k > 1, else best)
         best=directory(plan.checkpoint("{model}", "best")),
         final=directory(plan.checkpoint("{model}", "final")),
-        manifest=plan.out("train_model", "{model}", "manifest.json"),
+        manifest=plan.results.train_model().manifest,
     log:
         # A link to logs/train_model/{model}.attempts.log, which keeps every attempt's output
         # (see the shell): Snakemake deletes a rule's log before each attempt.
         "logs/train_model/{model}.log",
     benchmark:
-        "benchmarks/train_model/{model}.tsv"
+        plan.results.benchmark("train_model")
     params:
         # {"model": preset sizes + registry name + extras, "train": the train section with this
         # job's overrides}; only this job's settings, so editing another model's settings does
@@ -33,7 +33,7 @@ rule train_model:
         cfg=lambda wc: plan.jobs[wc.model].config_json(),
         data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
         aux=lambda wc: plan.aux_flag(wc.model),
-        out_dir=lambda wc: plan.out("train_model", wc.model),
+        out_dir=lambda wc: plan.results.train_dir(wc.model),
         nodes=config["cluster"]["nodes"],
         gpus=config["cluster"]["gpus_per_node"],
         code=lambda wc: plan.train_code(wc.model),

@@ -12,7 +12,7 @@ from test_readers_common import reasons, run, sides_out
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
 from pipeline_lib.ingest.tdf import FIELDS, stem
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LDC = ROOT / "tests" / "data" / "presets" / "data" / "ldc"
 WIDE = Limits(max_line_chars=2000)
 HEADER = "\t".join(f"{f};{'int' if f in ('channel', 'section', 'turn', 'segment') else 'unicode'}"

@@ -1,6 +1,6 @@
 """Cross-task pre-training model (Chen et al. 2021): global context encoder, gate, schedule, data
 layout, learning from the document. The contract every model keeps (causality, incremental
-decoding, batch-invariant search, two-step freezing) is tests/unit/test_model_contract.py."""
+decoding, batch-invariant search, two-step freezing) is tests/unit/models/test_model_contract.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """CAMN (Jiang et al. 2019): memory read equations, context use, gates, ablations, parameter
 overhead, learning from the memory. The contract every model keeps (causality, incremental
-decoding, batch-invariant search, two-step freezing) is tests/unit/test_model_contract.py."""
+decoding, batch-invariant search, two-step freezing) is tests/unit/models/test_model_contract.py."""
 
 from __future__ import annotations
 

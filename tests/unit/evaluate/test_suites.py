@@ -40,7 +40,7 @@ CONTRAPRO = [
 
 # Fixtures in the real formats (tests/data/contrastive/README.md): Voita suites with ties written
 # into their loss files; ContraPro with the context files json2text_and_context.pl extracted.
-DATA = Path(__file__).resolve().parents[1] / "data" / "contrastive"
+DATA = Path(__file__).resolve().parents[2] / "data" / "contrastive"
 CONTRAPRO_DIR = DATA / "contrapro"
 
 
@@ -255,5 +255,5 @@ def test_suites_module_stays_light():
     code = ("import sys, pipeline_lib.evaluate.suites; "
             "print(sorted({'torch', 'pyarrow', 'numpy'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+                         cwd=Path(__file__).resolve().parents[3])
     assert out.stdout.strip() == "[]"

@@ -1,7 +1,7 @@
 """DBSA (Deguchi et al. 2019): parse-head structure, bi-affine attention, supervision (incl. the
 decoder's future heads), decoding without heads, the parameters it adds to a sentence-level
 Transformer. The contract every model keeps (causality, incremental decoding, batch-invariant
-search, two-step freezing) is tests/unit/test_model_contract.py."""
+search, two-step freezing) is tests/unit/models/test_model_contract.py."""
 
 from __future__ import annotations
 

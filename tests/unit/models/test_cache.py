@@ -1,7 +1,7 @@
 """Continuous cache (Tu et al. 2018): the cache's LRU/averaging rules by hand, reading, the model's
 document streams, gates, document slots, document-mode decoding, learning from the history. The
 contract every model keeps (causality, incremental decoding with a filled cache, batch-invariant
-document-order search, two-step freezing) is tests/unit/test_model_contract.py."""
+document-order search, two-step freezing) is tests/unit/models/test_model_contract.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from test_readers_common import reasons, run
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
 from pipeline_lib.ingest.__main__ import ingest
 
-LDC = Path(__file__).resolve().parents[2] / "tests" / "data" / "presets" / "data" / "ldc"
+LDC = Path(__file__).resolve().parents[3] / "tests" / "data" / "presets" / "data" / "ldc"
 MTC = {"reader": "ldc_doc", "splits": {"train": {
     "src": str(LDC / "LDC2002T01" / "data" / "source" / "*.sgm"), "src_encoding": "gb18030",
     "tgt": [str(LDC / "LDC2002T01" / "data" / "translation" / "E01" / "*.sgm")]}}}

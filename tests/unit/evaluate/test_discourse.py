@@ -18,7 +18,7 @@ from pipeline_lib.vocab import BOS_ID, EOS_ID
 from pipeline_lib.tables import DOC_SCHEMA
 
 # a Voita-format suite (tests/data/contrastive/README.md)
-DEIXIS = Path(__file__).resolve().parents[1] / "data/contrastive/voita/deixis_test.json"
+DEIXIS = Path(__file__).resolve().parents[2] / "data/contrastive/voita/deixis_test.json"
 
 V = 12  # toy vocabulary: ids 4.. are the letters a, b, c, ...
 

@@ -262,10 +262,6 @@ MODEL_EXTRAS = {"doct": {"context_sentences": 2}, "camn": {"memory_sentences": 2
 
 @pytest.fixture(scope="module")
 def doc_corpus(tmp_path_factory):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_data import write_doc_corpus
 
     return write_doc_corpus(tmp_path_factory.mktemp("decode_docs"), n_docs=6, n_shards=1)

@@ -185,7 +185,7 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
                    k, patience, job in capped)
             write_benchmark(bench, 600.0 + 60 * k)
         args += ["--train", job, str(folder / "manifest.json"), str(folder / "metrics.jsonl"),
-                 "--benchmark", "train_model", str(bench)]
+                 parents.get(job) or "", "--benchmark", "train_model", str(bench)]
     scores = res / "score_test" / "scores.json"
     control_args = [a for m, c in controls.items() for a in ("--control", m, c)]
     control_args += [str(a) for s, (g, seed) in (replicates or {}).items()
@@ -306,19 +306,17 @@ def test_fine_tunes_and_controls_continue_their_initial_jobs_update_count(tmp_pa
     assert verdict["crosstask"] == verdict["crosstask_sent"] == "no matched control (smoke)"
 
 
-def test_start_updates_needs_a_best_checkpoint_of_a_known_job(tmp_path):
-    def run(job: str, init: str | None, dev: list[tuple[int, float]]) -> report.TrainRun:
-        folder = tmp_path / job
-        return report.TrainRun(job, folder / "manifest.json",
-                               {"params": {"train": {"init_from": init}}},
-                               [{"step": s, "split": "dev", "loss": v} for s, v in dev])
+def test_start_updates_follow_the_parents_the_plan_names(tmp_path):
+    def run(job: str, parent: str | None, dev: list[tuple[int, float]]) -> report.TrainRun:
+        return report.TrainRun(job, tmp_path / job / "manifest.json", {"params": {}},
+                               [{"step": s, "split": "dev", "loss": v} for s, v in dev], parent)
 
     runs = {"a": run("a", None, [(10, 3.0), (20, 2.0), (30, 2.0)]),
-            "b": run("b", str(tmp_path / "a" / "checkpoints" / "best"), [(5, 1.0)]),
-            "c": run("c", str(tmp_path / "b" / "checkpoints" / "best"), []),
-            "d": run("d", str(tmp_path / "a" / "checkpoints" / "last"), []),
-            "e": run("e", str(tmp_path / "elsewhere" / "checkpoints" / "best"), [])}
-    runs["f"] = report.TrainRun("f", tmp_path / "f" / "manifest.json", None, [])
+            "b": run("b", "a", [(5, 1.0)]),
+            "c": run("c", "b", []),
+            "d": run("d", "c", []),             # c has no dev record: its best is unknown
+            "e": run("e", "elsewhere", [])}     # a parent the report was not given
+    runs["f"] = report.TrainRun("f", tmp_path / "f" / "manifest.json", None, [], "a")
     assert report.start_updates(runs) == {"a": 0, "b": 20, "c": 25, "d": None, "e": None,
                                           "f": None}
 

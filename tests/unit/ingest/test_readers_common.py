@@ -19,7 +19,7 @@ from pipeline_lib.ingest.lines import expand, read_lines
 from pipeline_lib.ingest.markup import read_docs, unescape
 from pipeline_lib.tables import Rejected, Sentence
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "corpora"
 # small enough that the fixtures' one deliberately long segment trips it
 LIMITS = Limits(max_line_chars=60)

@@ -1,6 +1,6 @@
 """DocT (Zhang et al. 2018): structure, context use, gates, parameter overhead, learning from the
 context. The contract every model keeps (causality, incremental decoding, batch-invariant search,
-two-step freezing) is tests/unit/test_model_contract.py."""
+two-step freezing) is tests/unit/models/test_model_contract.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from test_readers_common import reasons, run
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
 from pipeline_lib.ingest.aspec import fields_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JE = ROOT / "tests" / "data" / "presets" / "data" / "aspec" / "ASPEC" / "ASPEC-JE"
 TRAIN = [str(JE / "train" / "train-1.txt"), str(JE / "train" / "train-2.txt")]
 RELEASE = Limits(max_line_chars=2000)     # the ingest default

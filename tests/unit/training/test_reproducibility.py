@@ -42,16 +42,13 @@ def test_data_order_does_not_depend_on_which_loader_worker_is_slow(tmp_path, mon
     """The batches of an epoch come from the workers in turn, whichever finishes first: slowing
     one worker or the other (the timing a loaded machine varies) gives the same sequence, also
     where the workers hold unequal shares (7 row groups for 2 workers)."""
-    import sys
     import time
-    from pathlib import Path
 
     from torch.utils.data import get_worker_info
 
     from pipeline_lib.training import data
     from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from test_data import write_corpus
 
     shards, _ = write_corpus(tmp_path, n_rows=350, n_shards=1, row_group=50)

@@ -1,0 +1,156 @@
+"""The results layout, declared once: every stage output's path, one method per stage.
+
+Rule files, final targets, the report's inputs and the plan read paths from here and spell none
+themselves. A method's arguments are the stage's wildcards: left at their defaults they give the
+rule's own pattern (``{corpus}``), filled in they give one job's files. Each method returns its
+files by role (``Files``): a mapping for a rule's ``output: **results.ingest_corpus()``, an
+attribute for one file (``results.ingest_corpus(c).docs``).
+
+WHY its own module: only the plan imports it, so no job's code hash covers it; a changed path
+reruns jobs through their outputs, not through a hash of every stage.
+"""
+
+from __future__ import annotations
+
+from pipeline_lib.layout import (CKPT_FINAL, DOCS_FILE, MANIFEST_FILE, METRICS_FILE,
+                                 QUARANTINE_FILE, STANZA_MODEL_FILE)
+
+#: Each rule's benchmark file (Snakemake's ``benchmark:``), a pattern of the rule's wildcards.
+#: The local rules (download_corpus, check_ldc) have none: their time is the network's.
+BENCHMARKS = {
+    "ingest_corpus": "benchmarks/ingest_corpus/{corpus}.tsv",
+    "stanza_models": "benchmarks/stanza_models/{lang}.tsv",
+    "parse_shard": "benchmarks/parse_shard/{corpus}/{side}.{shard}.tsv",
+    "parse_corpus": "benchmarks/parse_corpus/{corpus}.tsv",
+    "train_bpe": "benchmarks/train_bpe/train_bpe.tsv",
+    "encode_bpe": "benchmarks/encode_bpe/{corpus}.tsv",
+    "encode_heads": "benchmarks/encode_heads/{corpus}.tsv",
+    "make_head_shards": "benchmarks/make_head_shards/{corpus}.tsv",
+    "noise_docs": "benchmarks/noise_docs/{corpus}.tsv",
+    "make_shards": "benchmarks/make_shards/{corpus}.tsv",
+    "verify_shards": "benchmarks/verify_shards/{corpus}.tsv",
+    "train_model": "benchmarks/train_model/{model}.tsv",
+    "decode_test": "benchmarks/decode_test/{model}/{corpus}/{split}.tsv",
+    "score_test": "benchmarks/score_test/score_test.tsv",
+    "discourse_consistency": "benchmarks/discourse_consistency/discourse_consistency.tsv",
+    "discourse_contrastive": "benchmarks/discourse_contrastive/{model}.tsv",
+}
+
+
+class Files(dict):
+    """A stage's output files by role (role -> path)."""
+
+    def __getattr__(self, role: str) -> str:
+        try:
+            return self[role]
+        except KeyError:
+            raise AttributeError(role) from None
+
+
+class Results:
+    """Paths under ``results_dir`` (stage outputs, ``<results>/<rule>/...``) and
+    ``resources_dir`` (downloads and stanza models shared between runs)."""
+
+    def __init__(self, results_dir: str, resources_dir: str) -> None:
+        self.root = results_dir
+        self.resources = resources_dir
+
+    def _at(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def _stage(self, rule: str, *where: str, **names: str) -> Files:
+        return Files({role: self._at(rule, *where, name) for role, name in names.items()})
+
+    # --- downloads ---------------------------------------------------------------------
+    def download(self, download: str = "{download}") -> Files:
+        return Files(manifest="/".join([self.resources, "corpora", download, MANIFEST_FILE]))
+
+    def stanza_store(self) -> str:
+        """Stanza's model folder (``stanza.download``'s ``model_dir``), shared between runs."""
+        return "/".join([self.resources, "stanza"])
+
+    def check_ldc(self) -> Files:
+        return self._stage("check_ldc", manifest=MANIFEST_FILE)
+
+    # --- ingestion and parsing ---------------------------------------------------------
+    def ingest_corpus(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("ingest_corpus", corpus, docs=DOCS_FILE, quarantine=QUARANTINE_FILE,
+                           manifest=MANIFEST_FILE)
+
+    def stanza_models(self, lang: str = "{lang}") -> Files:
+        return self._stage("stanza_models", lang, model=STANZA_MODEL_FILE, manifest=MANIFEST_FILE)
+
+    def parse_shard(self, corpus: str = "{corpus}", side: str = "{side}",
+                    shard: str = "{shard}") -> Files:
+        return self._stage("parse_shard", corpus, side, shard, parse="parse.parquet",
+                           quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
+
+    def parse_corpus(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("parse_corpus", corpus, src="src.parquet", tgt="tgt.parquet",
+                           quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
+
+    # --- preprocessing -----------------------------------------------------------------
+    def train_bpe(self) -> Files:
+        return self._stage("train_bpe", model="spm.model", vocab="spm.vocab",
+                           manifest=MANIFEST_FILE)
+
+    def encode_bpe(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("encode_bpe", corpus, encoded="encoded.parquet",
+                           quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
+
+    def encode_heads(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("encode_heads", corpus, encoded="encoded.parquet",
+                           quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
+
+    def noise_docs(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("noise_docs", corpus, restore="restore.parquet",
+                           manifest=MANIFEST_FILE)
+
+    def make_shards(self, corpus: str = "{corpus}") -> str:
+        """The folder of a corpus's shards (``<split>/part-*.parquet``, ``manifest.json``)."""
+        return self._at("make_shards", corpus)
+
+    def make_head_shards(self, corpus: str = "{corpus}") -> str:
+        """The folder of a corpus's shards with subword dependency heads."""
+        return self._at("make_head_shards", corpus)
+
+    def verify_shards(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("verify_shards", corpus, manifest=MANIFEST_FILE)
+
+    # --- training, decoding, scoring, report -------------------------------------------
+    def train_model(self, job: str = "{model}") -> Files:
+        """A training job's manifest (its output) and metrics (written before the manifest,
+        not an output: a resumed job appends to it)."""
+        return self._stage("train_model", job, manifest=MANIFEST_FILE, metrics=METRICS_FILE)
+
+    def train_dir(self, job: str = "{model}") -> str:
+        return self._at("train_model", job)
+
+    def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
+        return self._at("train_model", job, "checkpoints", which)
+
+    def decode_test(self, model: str = "{model}", corpus: str = "{corpus}",
+                    split: str = "{split}") -> Files:
+        return self._stage("decode_test", model, corpus, hyps=f"{split}.parquet",
+                           manifest=f"{split}.{MANIFEST_FILE}")
+
+    def score_test(self) -> Files:
+        return self._stage("score_test", scores="scores.json", manifest=MANIFEST_FILE)
+
+    def discourse_consistency(self) -> Files:
+        return self._stage("discourse_consistency", consistency="consistency.json",
+                           manifest=MANIFEST_FILE)
+
+    def discourse_contrastive(self, model: str = "{model}") -> Files:
+        return self._stage("discourse_contrastive", model, contrastive="contrastive.json",
+                           manifest=MANIFEST_FILE)
+
+    def report(self) -> Files:
+        return self._stage("report", html="index.html", md="report.md",
+                           bleu="bleu_intervals.png", curves="training_curves.png",
+                           config="config.json", manifest=MANIFEST_FILE)
+
+    @staticmethod
+    def benchmark(rule: str, **wildcards: str) -> str:
+        """Rule ``rule``'s benchmark file: its pattern, or one job's file given its wildcards."""
+        return BENCHMARKS[rule].format(**wildcards) if wildcards else BENCHMARKS[rule]
