@@ -80,8 +80,9 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     parser = Links()
     parser.feed(dom.stdout)
-    # run, BLEU, all metrics, discourse, training jobs, models, data funnel, wall times
-    assert parser.tags.get("table") == 8 and parser.tags.get("img") == 2
+    # verdict, budgets, run, BLEU, all metrics, discourse, training jobs, models, data funnel,
+    # wall times (no seeds table: one seed)
+    assert parser.tags.get("table") == 10 and parser.tags.get("img") == 2
     assert "transformer (baseline)" in dom.stdout and "Training jobs" in dom.stdout
     assert parser.links, "the report links nothing (its images at least)"
     for link in parser.links:
