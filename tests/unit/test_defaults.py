@@ -132,3 +132,31 @@ def test_cli_defaults_equal_the_schema(cli, defaults, monkeypatch):
         assert dests[dest] == defaults[section][key], \
             f"{module} {sub or ''} --{dest} defaults to {dests[dest]!r}, schema {path} = " \
             f"{defaults[section][key]!r}"
+
+
+def _reader_defaults() -> dict[str, dict]:
+    """$defs.reader_<name> -> {key: default} for every key the schema gives a default."""
+    import yaml
+
+    defs = yaml.safe_load(SCHEMA.read_text())["$defs"]
+    return {name: {k: p["default"] for k, p in d.get("properties", {}).items() if "default" in p}
+            for name, d in defs.items() if name.startswith("reader_")}
+
+
+def test_reader_defaults_equal_the_schema():
+    """A reader fills a key the config left out with the schema's default: readers run on specs
+    the schema validated but did not fill (corpus entries pick their reader's $defs by if/then,
+    which Snakemake's default filling does not enter)."""
+    from pipeline_lib.ingest.aspec import _source
+    from pipeline_lib.ingest.bible import BibleSpec
+
+    schema = _reader_defaults()
+    bible = BibleSpec.from_dict({"src_module": "a", "tgt_module": "b"})
+    seen = {"reader_bible": {k: (list(v) if isinstance(v, tuple) else v)
+                             for k, v in dataclasses.asdict(bible).items()},
+            "reader_aspec": {"source": _source({})}}
+    assert {r for r, d in schema.items() if d} == set(seen), \
+        "a reader gained a schema default: check it here"
+    for reader, defaults in schema.items():
+        for key, want in defaults.items():
+            assert seen[reader][key] == want, f"{reader}.{key}: code {seen[reader][key]!r}, schema {want!r}"
