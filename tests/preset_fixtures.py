@@ -73,7 +73,7 @@ def smoke_overrides(name: str) -> dict:
                    "training": {"tagger_steps": 8, "parser_steps": 8, "hidden_dim": 32,
                                 "deep_biaff_hidden_dim": 32, "word_emb_dim": 16, "tag_emb_dim": 8,
                                 "transformed_dim": 16, "parser_layers": 1}},
-        "model": {"preset": "tiny"},
+        "model": {"size": "tiny"},
         "model_sizes": {"tiny": {"d_model": 32, "n_heads": 2, "d_ff": 64, "enc_layers": 1,
                                    "dec_layers": 1}},
         "bpe": {"vocab_size": 400},   # Chinese fixtures hold ~200 distinct characters
