@@ -37,7 +37,7 @@ def test_profile_plans(tmp_path, profile):
     assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == ("10", "10", "1"), jobs
     plan = Plan(load_config(ROOT / "config" / "config.yaml",
                             *(ROOT / "config" / f for f in PROFILES[profile])))
-    assert plan.results == f"results/{profile}"
+    assert plan.results.root == f"results/{profile}"
     assert all(j.train["patience"] > 0 for j in plan.jobs.values())
     if profile == "gpu":
         assert {j.train["device"] for j in plan.jobs.values()} == {"cuda"}
