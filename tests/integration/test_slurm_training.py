@@ -279,9 +279,16 @@ def test_a_cancelled_preemption_waits_for_scontrol_requeue(upstream, tmp_path):
     try:
         _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
         job = _only_job(state)
+        polls = len(_calls(state, "sacct")) + len(_calls(state, "squeue"))
         _preempt(state, job, "CANCEL")
         assert _job(state, job)["state"] == "PREEMPTED"
-        time.sleep(5)
+        # wait for the executor's next status poll, which sees PREEMPTED (its interval, not a
+        # fixed sleep: 5 s were sometimes too few on a loaded machine), then let it print
+        deadline = time.time() + 180
+        while (len(_calls(state, "sacct")) + len(_calls(state, "squeue")) == polls
+               and time.time() < deadline):
+            time.sleep(1)
+        time.sleep(3)
         assert proc.poll() is None                      # the plugin waits for SLURM
         subprocess.run([str(SHIMS / "scontrol"), "requeue", job], check=True,
                        env=_env(FAKE_SLURM_DIR=str(state), FAKE_SLURM_PREEMPT_MODE="CANCEL"))
