@@ -325,7 +325,7 @@ def test_controls_of_jobs_that_stop_on_a_plateau_stop_under_the_same_rule():
         {k: v for k, v in doct.train.items() if k != "freeze"}
     assert ctrl.train["patience"] == 4 and ctrl.train["max_steps"] == doct.train["max_steps"]
     pre = plan.jobs[plan.jobs[plan.controls["crosstask"]].init_from]
-    assert pre.name == "transformer_scratch_plateau" and pre.train["max_steps"] == 125
+    assert pre.name == "transformer_scratch_plateau" and pre.train["max_steps"] == 100
     # the converged profile: the pre-training's control is the baseline itself
     converged = Plan(load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "converged.yaml"))
     assert converged.jobs[converged.controls["crosstask"]].init_from == "transformer"
