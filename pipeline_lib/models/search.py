@@ -13,6 +13,7 @@ the trainer may not import the evaluation stage (imports point down).
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -39,6 +40,17 @@ class BeamConfig:
     def __post_init__(self) -> None:
         if self.beam < 1 or not 1 <= self.nbest <= self.beam:
             raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam} nbest={self.nbest}")
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """The beam flags every decoding CLI shares (decode, translate), defaults from here."""
+        d = cls()
+        parser.add_argument("--beam", type=int, default=d.beam)
+        parser.add_argument("--lenpen", type=float, default=d.lenpen)
+        parser.add_argument("--max-len-a", type=float, default=d.max_len_a)
+        parser.add_argument("--max-len-b", type=int, default=d.max_len_b)
+        parser.add_argument("--batch-size", type=int, default=d.batch_size)
+        parser.add_argument("--nbest", type=int, default=d.nbest)
 
 
 @dataclass
