@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -76,11 +76,12 @@ def _shards(docs: Path, encoded: Path, out: Path) -> None:
 
 
 def _train(folder: Path, init_from: Path | None, k: int, patience: int = 0,
-           capped: bool = True) -> None:
+           capped: bool = True, model: str = "transformer", reads: tuple[Path, ...] = ()) -> None:
     """What pipeline_lib.training.train leaves in a job folder: metrics.jsonl through its
     MetricsLog, manifest.json with the layout of Trainer.finish. A job from scratch validates
     4 times and is best at its 3rd validation; a fine-tune validates twice. With ``patience``
-    the job ran under a plateau rule and stopped on it unless ``capped``."""
+    the job ran under a plateau rule and stopped on it unless ``capped``. ``model``: its
+    registry name; ``reads``: the shard folders it recorded as inputs, as the trainer does."""
     folder.mkdir(parents=True)
     steps = 2 * VALIDATE if init_from else 4 * VALIDATE
     losses = [4.0 - 0.2 * i - 0.1 * k for i in range(2)] if init_from else \
@@ -96,7 +97,9 @@ def _train(folder: Path, init_from: Path | None, k: int, patience: int = 0,
     tcfg = TrainConfig(max_steps=steps, validate_every=VALIDATE, patience=patience,
                        init_from=str(init_from) if init_from else None)
     m = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
-                                              "model": {"name": "transformer", "d_model": 32}})
+                                              "model": {"name": model, "d_model": 32}})
+    for path in reads:
+        m.add_input(path)
     m.counts = {"steps": steps, "target_tokens": 400 * steps, "epochs_started": 1,
                 "parameters": 123456 * (k + 1), "trainable_parameters": 1000 * (k + 1),
                 "frozen_parameters": 0}
@@ -133,14 +136,17 @@ def write_benchmark(path: Path, seconds: float, measured: bool = True) -> None:
 def build_results(root: Path, models: list[str], corpora=("bible",), with_training=True,
                   parents: dict[str, str] | None = None, controls: dict[str, str] | None = None,
                   sentence_decoded: tuple[str, ...] = (), patience: int = 0,
-                  capped: tuple[str, ...] = (), replicates: dict | None = None) -> dict:
+                  capped: tuple[str, ...] = (), replicates: dict | None = None,
+                  data: dict[str, str] | None = None) -> dict:
     """Stage outputs of a run of ``models`` (baseline first), as the stages write them, and the
     report's flags naming each. ``parents``: job -> the job it starts from (trained too);
     ``controls``: model -> its matched control (a system of its own); ``sentence_decoded``:
     models also decoded as ``<model>_sent``. Later systems are better (fewer corrupted words),
     so the results show positive deltas with daggers. ``patience`` > 0: every job ran under a
     plateau rule, the ``capped`` ones reached max_steps first; ``replicates``: system ->
-    (group, seed) of a several-seed run."""
+    (group, seed) of a several-seed run; ``data``: job -> the shard task (sent | doc) whose
+    train and dev folders its manifest records as inputs (none recorded for other jobs). A job
+    named transformer* trains the registry's transformer, any other the model of its name."""
     rng = random.Random(0)
     res = root / "results"
     parents, controls = dict(parents or {}), dict(controls or {})
@@ -181,8 +187,11 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
         bench = root / "benchmarks" / "train_model" / f"{job}.tsv"
         if with_training:
             init = parents.get(job)
+            reads = tuple(res / "make_shards" / c / data[job] / split for c in corpora
+                          for split in ("train", "dev")) if job in (data or {}) else ()
             _train(folder, res / "train_model" / init / "checkpoints" / "best" if init else None,
-                   k, patience, job in capped)
+                   k, patience, job in capped,
+                   "transformer" if job.startswith("transformer") else job, reads)
             write_benchmark(bench, 600.0 + 60 * k)
         args += ["--train", job, str(folder / "manifest.json"), str(folder / "metrics.jsonl"),
                  parents.get(job) or "", "--benchmark", "train_model", str(bench)]
@@ -217,6 +226,11 @@ def section(md: str, title: str) -> str:
 def md_rows(text: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split(" | ")] for line in text.splitlines()
             if line.startswith("| ") and not line.startswith("|---")]
+
+
+NO_FLOOR = ("Noise floor: none measured: no pair of controls differing only in their shards "
+            "(no two evaluated systems trained alike from the same checkpoint on different "
+            "shards).")
 
 
 def test_report_with_one_model(tmp_path):
@@ -383,15 +397,17 @@ def test_report_opens_with_its_verdict_regime_and_budgets(tmp_path):
     verdict = section(md, "Verdict")
     assert verdict.lstrip().startswith("Regime: smoke.")
     rows = md_rows(verdict.split("### Budgets")[0])
-    assert rows[0][:4] == ["Model", "Verdict", "Δ BLEU vs control", "p"]
+    assert rows[0][:5] == ["Model", "Verdict", "Δ BLEU vs control", "p", "Exceeds noise floor"]
     scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
     c = scores["doct"]["control"]
     doct = rows[1]
-    assert doct[0] == "doct" and doct[4] == "transformer_plus100_doc"
+    assert doct[0] == "doct" and doct[5] == "transformer_plus100_doc"
     assert c["bleu_significant"] and c["bleu_delta"] < 0      # the fixture's control is better
     assert doct[1] == "does not beat its control: significantly worse (smoke)"
     assert doct[2] == f"{c['bleu_delta']:+.2f}" and doct[3] == f"{c['bleu_p']:.4f} (paired bootstrap)"
-    assert doct[5:] == ["100", "100", "max_steps @ 100 / max_steps @ 100"]
+    assert doct[6:] == ["100", "100", "max_steps @ 100 / max_steps @ 100"]
+    assert doct[4] == "n/a"                              # one control: no noise floor
+    assert NO_FLOOR in verdict.split("### Budgets")[0].splitlines() and "### Noise floor" not in md
     budgets = {r[0]: r for r in md_rows(verdict.split("### Budgets")[1])[1:]}
     # _train: 400 target tokens per update; doct starts at the baseline's best (update 150)
     assert budgets["transformer"][1:] == ["baseline", "transformer", "200", "80,000", "400", "0",
@@ -419,7 +435,7 @@ def test_converged_regime_names_jobs_that_hit_their_cap(tmp_path):
             "transformer_plus_plateau_doc.") in verdict
     row = md_rows(verdict)[1]
     assert row[1].endswith("(converged); not converged: transformer_plus_plateau_doc hit max_steps")
-    assert row[7] == "plateau @ 100 / max_steps @ 100"
+    assert row[8] == "plateau @ 100 / max_steps @ 100"
 
 
 def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_path):
@@ -435,9 +451,9 @@ def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_pat
     scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]
     c = scores["seeds"]["doct"]["control"]
     row = md_rows(section(md, "Verdict"))[1]
-    assert row[0] == "doct" and row[4] == "ctrl" and row[3].endswith("(paired t-test across seeds)")
+    assert row[0] == "doct" and row[5] == "ctrl" and row[3].endswith("(paired t-test across seeds)")
     assert row[2] == f"{c['mean']:+.2f} ± {c['sd']:.2f} (3 seeds, {c['wins']} better)"
-    assert row[5] == row[6] == "100/100/100"
+    assert row[6] == row[7] == "100/100/100"
     across = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals")
                                        .split("### Across seeds")[1])[1:]}
     assert across["doct"][2] == "1, 2, 3"
@@ -452,3 +468,161 @@ def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_pat
     roles = {r[0]: r[1] for r in md_rows(section(md, "Training"))[1:]}
     assert {roles[f"transformer_seed{s}"] for s in seeds} == {"baseline"}
     assert {roles[f"ctrl_seed{s}"] for s in seeds} == {"control"}
+
+
+# ------------------------------------------------------------------------------------------------
+# the noise floor: systems trained alike that differ only in the shards they read
+# ------------------------------------------------------------------------------------------------
+
+def test_noise_floor_is_the_gap_between_controls_that_differ_only_in_their_shards(tmp_path):
+    """doct (document shards) and dbsa (the sentence shards, standing in for the parsed
+    subset) each get a control continued from the baseline's checkpoint for the same updates:
+    the two controls differ only in the shards they read, so their BLEU gap is the floor. The
+    models differ from each other and from their controls in the model, the baseline from the
+    controls in its parent and updates: no other pair."""
+    paths = build_results(tmp_path, ["transformer", "doct", "dbsa"],
+                          parents={j: "transformer" for j in ("doct", "dbsa",
+                                                              "transformer_plus100_doc",
+                                                              "transformer_plus100_heads")},
+                          controls={"doct": "transformer_plus100_doc",
+                                    "dbsa": "transformer_plus100_heads"},
+                          data={"transformer": "sent", "doct": "doc", "dbsa": "sent",
+                                "transformer_plus100_doc": "doc",
+                                "transformer_plus100_heads": "sent"})
+    out = run_report(paths)
+    md = (out / "report.md").read_text()
+    verdict = section(md, "Verdict")
+    scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
+    doc, heads = (scores[f"transformer_plus100_{d}"]["bleu"] for d in ("doc", "heads"))
+    floor = round(abs(doc - heads), 2)
+    assert floor > 0
+    table = verdict.split("### Noise floor\n")[1].split("### Budgets")[0]
+    rows = md_rows(table)
+    assert rows == [["Pair", "BLEU each", "Absolute Δ BLEU", "p"],
+                    ["transformer_plus100_doc vs transformer_plus100_heads",
+                     f"{doc:.2f} / {heads:.2f}", f"{floor:.2f}", "n/a"]]   # score_test: no test
+    assert f"- Noise floor: {floor:.2f} BLEU on bible/test, the largest difference" in table
+    assert ("- transformer_plus100_doc reads "
+            f"{paths['results'] / 'make_shards/bible/doc/dev'}, "
+            f"{paths['results'] / 'make_shards/bible/doc/train'}; transformer_plus100_heads "
+            f"reads {paths['results'] / 'make_shards/bible/sent/dev'}") in table
+    # right after the verdict table, before the budgets
+    assert verdict.index("| doct |") < verdict.index("### Noise floor") < verdict.index("### Budgets")
+    exceeding = {r[0]: (r[2], r[4]) for r in md_rows(verdict.split("### Noise floor")[0])[1:]}
+    for model, control in (("doct", "transformer_plus100_doc"), ("dbsa", "transformer_plus100_heads")):
+        delta = scores[model]["control"]["bleu_delta"]
+        assert exceeding[model] == (f"{delta:+.2f}", "yes" if abs(delta) > floor else "no")
+    html = (out / "index.html").read_text()
+    assert html.index("<h3>Noise floor</h3>") < html.index("<h3>Budgets")
+
+
+def _run(tmp_path: Path, job: str, parent: str | None, reads: str | None, seed: int = 1,
+         model: str = "transformer", steps: int = 100) -> report.TrainRun:
+    """A job as its manifest records it: model, train settings, the shards it read."""
+    init = f"results/train_model/{parent}/checkpoints/best" if parent else None
+    inputs = {f"results/make_shards/bible/{reads}/train": f"sha-{reads}",
+              "results/spm/spm.model": "sha-spm"} if reads else {}
+    if init:
+        inputs[init] = f"sha-{parent}"
+    manifest = {"params": {"model": {"name": model, "d_model": 32},
+                           "train": {"max_steps": steps, "seed": seed, "init_from": init}},
+                "inputs": inputs, "counts": {"steps": steps},
+                "stop": {"reason": "max_steps", "updates": steps}}
+    return report.TrainRun(job, tmp_path / job / "manifest.json", manifest, [], parent)
+
+
+def _inputs(tmp_path: Path, bleu: dict[str, float], controls: dict[str, str],
+            runs: list[report.TrainRun]) -> report.Inputs:
+    """Inputs with a scores document of the layout score_test writes (one test set): each
+    system's BLEU, each model's test against its control."""
+    rows = {s: {"bleu": b} for s, b in bleu.items()}
+    for model, control in controls.items():
+        delta = round(bleu[model] - bleu[control], 2)
+        rows[model]["control"] = {"system": control, "bleu_delta": delta, "bleu_p": 0.001,
+                                  "bleu_significant": True}
+    scores = {"baseline": next(iter(bleu)), "models": list(bleu), "test_sets": ["bible/test"],
+              "controls": controls, "config": {"significance_level": 0.05},
+              "results": {"bible/test": {"models": rows}}}
+    return report.Inputs(scores=scores, consistency=None, contrastive={}, suites=[],
+                         systems={s: s for s in bleu}, train={r.job: r for r in runs},
+                         decode={}, ingest={}, shards={}, benchmarks={}, config={})
+
+
+def _smoke_run(tmp_path: Path, heads_seed: int = 1) -> report.Inputs:
+    """The smoke run of the issue: the two controls 1.46 BLEU apart; doct 2.00 above its
+    control, dbsa 1.00 below its own, camn exactly the floor below its own."""
+    runs = [_run(tmp_path, "transformer", None, "sent", steps=200),
+            _run(tmp_path, "doct", "transformer", "doc", model="doct"),
+            _run(tmp_path, "dbsa", "transformer", "heads", model="dbsa"),
+            _run(tmp_path, "camn", "transformer", "doc", model="camn"),
+            _run(tmp_path, "transformer_plus150_doc", "transformer", "doc"),
+            _run(tmp_path, "transformer_plus150_heads", "transformer", "heads", seed=heads_seed)]
+    bleu = {"transformer": 11.0, "doct": 15.78, "dbsa": 11.32, "camn": 12.32,
+            "transformer_plus150_doc": 13.78, "transformer_plus150_heads": 12.32}
+    controls = {"doct": "transformer_plus150_doc", "dbsa": "transformer_plus150_heads",
+                "camn": "transformer_plus150_doc"}
+    return _inputs(tmp_path, bleu, controls, runs)
+
+
+def test_models_above_and_below_the_noise_floor(tmp_path):
+    inputs = _smoke_run(tmp_path)
+    pairs = report.noise_pairs(inputs)
+    assert [(p.first, p.second, p.delta, p.p) for p in pairs] == [
+        ("transformer_plus150_doc", "transformer_plus150_heads", 1.46, None)]
+    assert pairs[0].reads == (["results/make_shards/bible/doc/train"],
+                              ["results/make_shards/bible/heads/train"])
+    assert report.noise_floor(pairs) == 1.46
+    block = report.noise_floor_block(inputs)
+    assert block.rows == [["transformer_plus150_doc vs transformer_plus150_heads",
+                           "13.78 / 12.32", "1.46", "n/a"]]
+    verdict = report.verdict_table(inputs)
+    exceeds = {r[0]: (r[2], r[4]) for r in verdict.rows}
+    assert exceeds == {"doct": ("+2.00", "yes"), "dbsa": ("-1.00", "no"),
+                       "camn": ("-1.46", "no")}      # a Δ equal to the floor does not exceed it
+    assert report.exceeds(None, 1.46) == report.exceeds(2.0, None) == "n/a"
+
+
+def test_no_pair_gives_one_line_and_no_floor(tmp_path):
+    inputs = _smoke_run(tmp_path, heads_seed=2)   # the controls now differ in their seed too
+    assert report.noise_pairs(inputs) == [] and report.noise_floor([]) is None
+    block = report.noise_floor_block(inputs)
+    assert isinstance(block, report.Text) and block.paragraphs == [NO_FLOOR]
+    assert {r[0]: r[4] for r in report.verdict_table(inputs).rows} == {
+        "doct": "n/a", "dbsa": "n/a", "camn": "n/a"}
+    md = report.to_markdown("t", [report.Section("Verdict", [block])])
+    assert md.splitlines()[2:] == ["## Verdict", "", NO_FLOOR]   # one line
+    unscored = report.noise_floor_block(replace(inputs, scores=None))
+    assert unscored.paragraphs == ["Noise floor: n/a (scores not read)."]
+
+
+def test_a_pair_differs_in_its_data_and_nothing_else(tmp_path):
+    base = _run(tmp_path, "a", "transformer", "doc")
+    same = dict(job="b", parent="transformer", reads="heads")
+    assert report.differ_only_in_data(base, _run(tmp_path, **same))
+    for differs in ({"reads": "doc"},                  # the same shards: nothing differs
+                    {"reads": None},                   # shards not recorded: cannot tell
+                    {"seed": 2},                       # a train setting
+                    {"steps": 150},                    # the updates
+                    {"model": "doct"},                 # the model
+                    {"parent": "other"}):              # the checkpoint it starts from
+        assert not report.differ_only_in_data(base, _run(tmp_path, **{**same, **differs})), differs
+    no_manifest = report.TrainRun("c", tmp_path / "c" / "manifest.json", None, [], "transformer")
+    assert not report.differ_only_in_data(base, no_manifest)
+    # decoded differently (b_sent: each sentence alone) is no pair, decoded alike is
+    inputs = _inputs(tmp_path, {"a": 10.0, "b_sent": 11.0, "b": 12.0}, {},
+                     [base, _run(tmp_path, **same)])
+    inputs.systems["b_sent"] = "b"
+    assert [(p.first, p.second) for p in report.noise_pairs(inputs)] == [("a", "b")]
+
+
+def test_a_pair_shows_the_p_value_where_score_test_tested_it(tmp_path):
+    """score_test tests a system against its baseline and its matched control only: a pair
+    that is one of those gets that p, any other none (n/a, not invented)."""
+    inputs = _inputs(tmp_path, {"a": 10.0, "b": 12.0, "c": 12.5}, {"b": "a"},
+                     [_run(tmp_path, "a", "transformer", "doc"),
+                      _run(tmp_path, "b", "transformer", "heads"),
+                      _run(tmp_path, "c", "transformer", "sent")])
+    inputs.scores["results"]["bible/test"]["models"]["c"]["bleu_p"] = 0.2   # c against baseline a
+    pairs = {(p.first, p.second): p.p for p in report.noise_pairs(inputs)}
+    assert pairs == {("a", "b"): 0.001, ("a", "c"): 0.2, ("b", "c"): None}
+    assert [r[3] for r in report.noise_floor_block(inputs).rows] == ["0.0010", "0.2000", "n/a"]
