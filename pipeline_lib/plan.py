@@ -162,10 +162,18 @@ class Plan:
 
     @property
     def bpe_corpora(self) -> list[str]:
-        """Corpora whose text trains the joint BPE model (those with a ``train`` or ``mono``
-        split: pipeline_lib.preprocess.bpe reads no other). WHY not every corpus: a test-only
-        corpus in train_bpe's input would retrain BPE, and so every model, when it changes."""
-        return [c for c in self.corpora if self.splits(c) & {"train", "mono"}]
+        """Corpora whose text trains the joint BPE model: ``bpe.corpora``, by default those with
+        a ``train`` or ``mono`` split (pipeline_lib.preprocess.bpe reads no other). WHY not every
+        corpus: a test-only corpus in train_bpe's input would retrain BPE, and so every model,
+        when it changes."""
+        named = self.config["bpe"]["corpora"]
+        if named is None:
+            return [c for c in self.corpora if self.splits(c) & {"train", "mono"}]
+        for c in named:
+            if c not in self.config["corpora"] or not self.splits(c) & {"train", "mono"}:
+                raise ValueError(f"bpe.corpora: {c!r} is not a corpus with a train or mono "
+                                 f"split (corpora: {', '.join(self.corpora)})")
+        return list(named)
 
     @property
     def test_corpora(self) -> list[str]:

@@ -1,10 +1,21 @@
 """Paper presets (``config/presets/<name>.yaml``), selected with ``--config preset=<name>``.
 
-Why sections are replaced, not merged: Snakemake deep-merges every ``--configfile`` into the
-default config, so a paper's ``corpora`` would be added to the embedded Bible corpus and its
-``model_settings`` would inherit the smoke run's step counts. A preset therefore replaces each
-top-level section it names as a whole, keeps the default's other sections, and the command line
-(``--config``/``--configfile``) still has the last word.
+A preset is the paper's whole setup: ``apply_preset`` rebuilds the config from the preset alone,
+drops everything the default config (``config/config.yaml``, the 60-minute smoke run) gave, and
+then deep-merges the command line (``--config``/``--configfile``), which still has the last word;
+the schema fills in every key neither names. WHY not keep the default's sections the preset does
+not name: those are the smoke run's (its ``fine_tune`` block of 150 updates at lr 1e-3 reached
+every preset job with ``init_from``; its stanza and parse sizes, its Bible corpus), and a value a
+paper's run trains with must be one its preset states (tests/unit/test_presets.py resolves every
+preset over config/config.yaml and over an empty default and requires the same jobs). WHY
+replace and not merge at all: Snakemake deep-merges every ``--configfile`` into the default, so a
+paper's ``corpora`` would be added to the Bible and its ``model_settings`` would inherit the
+smoke run's step counts.
+
+``config/presets/paper/<name>.yaml`` holds, per preset, the paper's training values (learning
+rate, warm-up, updates, stop rule, checkpoint selection), each with its section, table or
+equation; :func:`paper_values` reads it and tests/unit/test_presets_paper.py checks the planned
+jobs against it.
 """
 
 from __future__ import annotations
@@ -16,13 +27,23 @@ from pathlib import Path
 from pipeline_lib.config_files import load_yaml
 
 
+#: folder (under the preset folder) of the papers' value tables, one ``<preset>.yaml`` each
+PAPER_DIR = "paper"
+
+
 def available(preset_dir: Path) -> list[str]:
     return sorted(p.stem for p in preset_dir.glob("*.yaml"))
 
 
+def paper_values(preset_dir: Path, name: str) -> dict:
+    """The paper's values of preset ``name`` (``<preset_dir>/paper/<name>.yaml``)."""
+    return load_yaml(preset_dir / PAPER_DIR / f"{name}.yaml") or {}
+
+
 def apply_preset(config: dict, preset_dir: Path, overrides: Mapping) -> None:
-    """Replace ``config``'s sections with those of preset ``config["preset"]``, then re-apply
-    the command-line ``overrides`` (deep-merged, as Snakemake does)."""
+    """Make ``config`` (in place) preset ``config["preset"]`` alone, then re-apply the
+    command-line ``overrides`` (deep-merged, as Snakemake does): nothing of the default config
+    that the command line does not repeat is kept."""
     from snakemake.utils import update_config
 
     name = config["preset"]
@@ -33,6 +54,7 @@ def apply_preset(config: dict, preset_dir: Path, overrides: Mapping) -> None:
     preset = load_yaml(path) or {}
     if "preset" in preset:
         raise ValueError(f"{path}: a preset cannot name another preset")
-    for section, value in preset.items():
-        config[section] = copy.deepcopy(value)
+    config.clear()
+    config.update(copy.deepcopy(preset))
+    config["preset"] = name
     update_config(config, copy.deepcopy(dict(overrides)))

@@ -326,7 +326,13 @@ def test_controls_of_jobs_that_stop_on_a_plateau_stop_under_the_same_rule():
     assert ctrl.train["patience"] == 4 and ctrl.train["max_steps"] == doct.train["max_steps"]
     pre = plan.jobs[plan.jobs[plan.controls["crosstask"]].init_from]
     assert pre.name == "transformer_scratch_plateau" and pre.train["max_steps"] == 100
-    # the converged profile: the pre-training's control is the baseline itself
-    converged = Plan(load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "converged.yaml"))
-    assert converged.jobs[converged.controls["crosstask"]].init_from == "transformer"
+    # the GPU profile (the converged one without CPU cuts): the pre-training's control is the
+    # baseline itself
+    configs = [ROOT / "config" / f for f in ("config.yaml", "converged.yaml", "gpu.yaml")]
+    gpu = Plan(load_config(*configs))
+    assert gpu.jobs[gpu.controls["crosstask"]].init_from == "transformer"
+    assert all(j.train["patience"] > 0 for j in gpu.jobs.values())
+    # the converged profile on 2 CPU cores leaves cross-task out (config/converged.yaml)
+    converged = Plan(load_config(*configs[:2]))
+    assert "crosstask" not in converged.jobs
     assert all(j.train["patience"] > 0 for j in converged.jobs.values())

@@ -47,11 +47,14 @@ def test_preset_names_only_schema_keys_and_validates_merged(preset):
 
 
 def test_command_line_values_win_over_a_preset(tmp_path):
-    config = {**_load(ROOT / "config/config.yaml"), "preset": "jiang2019_es-en_ted"}
-    overrides = {"preset": "jiang2019_es-en_ted", "train": {"max_steps": 7}}
+    config = {**_load(ROOT / "config/config.yaml"), "preset": "jiang2019_es-en_ted",
+              "seeds": [1, 2]}
+    overrides = {"preset": "jiang2019_es-en_ted", "train": {"max_steps": 7}, "seeds": [1, 2]}
     apply_preset(config, ROOT / "config/presets", overrides)
     assert config["train"]["max_steps"] == 7 and config["train"]["warmup"] == 4000
-    assert config["stanza"] == _load(ROOT / "config/config.yaml")["stanza"]  # not in the preset
+    assert config["seeds"] == [1, 2]                 # the command line's, not in the preset
+    # the default run's sections the preset does not name are gone (the schema fills them)
+    assert "stanza" not in config and "fine_tune" not in config and "parse" not in config
     with pytest.raises(ValueError, match="available: chen2021_en-de_europarl"):
         apply_preset({"preset": "nope"}, ROOT / "config/presets", {})
 
@@ -211,3 +214,75 @@ def test_every_preset_header_puts_the_papers_values_beside_its_own(preset):
 def test_schema_lists_every_catalogue_entry():
     schema = _load(SCHEMA)
     assert set(schema["$defs"]["catalogue_entry"]["enum"]) == set(CATALOGUE)
+
+
+def _differences(a, b, path: str = "") -> list[str]:
+    """Every key path at which ``a`` and ``b`` differ, with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in (_differences(a.get(k, "<absent>"), b.get(k, "<absent>"),
+                                       f"{path}.{k}" if path else str(k)))]
+    return [] if a == b else [f"{path}: {a!r} (with config/config.yaml) vs {b!r} (empty default)"]
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_no_default_run_value_reaches_a_preset(preset, tmp_path):
+    """A preset is the paper's whole setup: resolved over config/config.yaml (the 60-minute smoke
+    run: its fine_tune block, train values, stanza/parse sizes, the Bible corpus) and over an empty
+    default, every planned job (model, train, data, corpora, chain, matched controls) and every
+    config section are the same. The message names each key that differs."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("{}\n")
+    over_default = load_config(ROOT / "config/config.yaml", overrides={"preset": preset.stem})
+    over_empty = load_config(empty, overrides={"preset": preset.stem})
+    jobs = [{name: job.__dict__ for name, job in Plan(c).jobs.items()}
+            for c in (over_default, over_empty)]
+    diff = _differences(jobs[0], jobs[1], "jobs") + _differences(over_default, over_empty)
+    assert not diff, f"{preset.stem}: the default run reaches the preset:\n  " + "\n  ".join(diff)
+
+
+#: the model size keys a paper states (or a preset chooses where it is silent)
+SIZE_KEYS = {"d_model", "n_heads", "d_ff", "enc_layers", "dec_layers", "dropout"}
+#: train keys that change what is trained or which checkpoint is decoded (not instrumentation
+#: such as log_every, compile, phase_times, num_workers or device)
+RECIPE_TRAIN_KEYS = {"max_tokens", "max_context_tokens", "update_freq", "max_steps", "warmup",
+                     "lr", "clip_norm", "label_smoothing", "seed", "validate_every", "save_every",
+                     "keep_last", "average_last_k", "patience", "min_delta", "stop_metric",
+                     "buffer_sents", "dev_bleu"}
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_every_preset_states_every_training_value_and_its_model_size(preset):
+    """The schema's train defaults are sized for the CPU smoke run (500 updates, lr 1e-3...):
+    a preset states every recipe key of the train section itself, and the sizes of its model."""
+    schema, data = _load(SCHEMA), _load(preset)
+    assert RECIPE_TRAIN_KEYS <= set(schema["properties"]["train"]["properties"])
+    missing = RECIPE_TRAIN_KEYS - set(data["train"])
+    assert not missing, f"{preset.stem}: train keys left to the schema: {sorted(missing)}"
+    size = data["model"]["size"]
+    stated = set(data.get("model_sizes", {}).get(size, {}))
+    assert stated >= SIZE_KEYS, f"{preset.stem}: model_sizes.{size} lacks {SIZE_KEYS - stated}"
+
+
+@pytest.mark.parametrize("preset", CHEN, ids=lambda p: p.stem)
+def test_chen2021_learns_bpe_on_the_pretraining_data_only(preset):
+    """Sec. 4.1: BPE is learned on the merged pre-training data (the WMT14 pairs and the
+    Gigaword documents), the fine-tuning data only segmented with it."""
+    config = load_config(overrides={"preset": preset.stem})
+    plan = Plan(config)
+    pre = plan.jobs["crosstask_pretrain"]
+    assert plan.bpe_corpora == [pre.corpus, pre.aux_corpus] == ["wmt14", "gigaword"]
+    assert config["train"]["corpus"] not in plan.bpe_corpora
+
+
+def test_bpe_corpora_default_is_every_corpus_with_train_or_mono_text():
+    """bpe.corpora null (the default, and every preset but Chen et al.'s) keeps the rule of
+    Plan.bpe_corpora; a named corpus without train or mono text is refused."""
+    default = Plan(load_config())
+    assert default.config["bpe"]["corpora"] is None and default.bpe_corpora == ["bible"]
+    plan = Plan(load_config(overrides={"preset": "jiang2019_es-en_ted"}))
+    assert plan.bpe_corpora == ["ted"]
+    bad = Plan(load_config(overrides={"preset": "chen2021_en-de_europarl",
+                                      "bpe": {"corpora": ["europarl_maruf"]}}))
+    with pytest.raises(ValueError, match="bpe.corpora: 'europarl_maruf'"):
+        bad.bpe_corpora
