@@ -409,13 +409,24 @@ class Plan:
         init = self.jobs[job].init_from
         return [self.checkpoint(init, CKPT_BEST)] if init else []
 
-    def aux_flag(self, job: str) -> str:
-        """``--aux-shards DIR`` of a job with a second data stream (cross-task), else ""."""
+    def aux_shards(self, job: str) -> str | None:
+        """The folder of a job's second data stream (cross-task), else None."""
         j = self.jobs[job]
         if not j.aux:
-            return ""
+            return None
         split = "mono" if j.aux == "restore" and "mono" in self.splits(j.aux_corpus) else "train"
-        return f"--aux-shards {self.results.make_shards(j.aux_corpus)}/{j.aux}/{split}"
+        return f"{self.results.make_shards(j.aux_corpus)}/{j.aux}/{split}"
+
+    def aux_flag(self, job: str) -> str:
+        """``--aux-shards DIR`` of a job with a second data stream (cross-task), else ""."""
+        aux = self.aux_shards(job)
+        return f"--aux-shards {aux}" if aux else ""
+
+    def train_shards(self, job: str, split: str = "train", dev: bool = False) -> str:
+        """The shard folder of ``split`` that job ``job`` trains (or, ``dev``, validates) on."""
+        j = self.jobs[job]
+        return (f"{self.shard_root(j.dev_corpus if dev else j.corpus, j.data)}/"
+                f"{self.shard_task(j.data)}/{split}")
 
     def aux_inputs(self, job: str) -> list[str]:
         """The shard folder of a job's aux corpus (declared: another corpus's shards rerun it)."""

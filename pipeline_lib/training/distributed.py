@@ -40,6 +40,7 @@ def init_distributed(device_pref: str) -> tuple[DistInfo, torch.device]:
     use_cuda = torch.cuda.is_available() if device_pref == "auto" else device_pref.startswith("cuda")
     device = torch.device(f"cuda:{local}" if use_cuda else "cpu")
     if use_cuda:
+        cuda_allocator_defaults()
         torch.cuda.set_device(device)
     host_group = None
     if world > 1:
@@ -48,6 +49,18 @@ def init_distributed(device_pref: str) -> tuple[DistInfo, torch.device]:
         if dist.get_backend() != "gloo":
             host_group = dist.new_group(backend="gloo")
     return DistInfo(rank, world, local, host_group), device
+
+
+def cuda_allocator_defaults() -> None:
+    """Expandable segments for PyTorch's CUDA allocator, unless PYTORCH_CUDA_ALLOC_CONF says
+    otherwise. WHY: every batch has other (rows, length) sizes, and the logits alone are hundreds
+    of MB at 16k tokens; with fixed-size segments a size that no cached block fits costs a
+    cudaMalloc, and a full cache a cudaFree that waits for the device, a cost a CPU run never
+    sees. Expandable segments grow one mapping instead. Suspected, not yet measured, as part of
+    the GPU-only cost of issue 29: bench/gpu_check.sh times the trainer with and without it.
+    The variable is read when the allocator starts (the first CUDA allocation), so this runs
+    before the process touches the device."""
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 
 def all_reduce(value: torch.Tensor, info: DistInfo, op: str = "sum") -> torch.Tensor:

@@ -53,7 +53,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.profiler import record_function
 from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
@@ -64,12 +63,14 @@ from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.training.compiled import compile_model
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
 from pipeline_lib.training.validation import autocast, dev_bleu, dev_loss
 from pipeline_lib.training.metrics import TB_DIR, MetricsLog, Window
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
+from pipeline_lib.training.phases import PhaseClock
 from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog, attempt_identity,
                                           clear_run, decide, run_changes)
 from pipeline_lib.training.reproducibility import determinants, seed_step
@@ -103,7 +104,8 @@ class TrainConfig:
     patience: int = 0
     min_delta: float = 0.0
     stop_metric: str = "loss"
-    compile: bool | None = None          # None: on CUDA (it wins there), not on CPU
+    compile: bool = False                # off until a GPU measures it (compiled.py)
+    phase_times: bool = False            # time each phase, synchronising the device (phases.py)
     num_workers: int = 2
     device: str = "auto"
     buffer_sents: int = 20000
@@ -188,7 +190,8 @@ def init_from_checkpoint(model: torch.nn.Module, path: str | Path) -> dict[str, 
 #: Train keys that may change between a run and its resumption (a longer run, other logging).
 RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log_every",
                                "keep_last", "average_last_k", "patience", "min_delta",
-                               "dev_bleu", "device", "compile", "num_workers", "pad_multiple"})
+                               "dev_bleu", "device", "compile", "num_workers", "pad_multiple",
+                               "phase_times"})
 
 
 def run_record(tcfg: TrainConfig, model: str,
@@ -340,9 +343,9 @@ class Trainer:
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=unused)
-        cuda = self.device.type == "cuda"
-        self.forward = (torch.compile(self.ddp) if (cuda if tcfg.compile is None else tcfg.compile)
-                        else self.ddp)
+        self.forward, self.compiled = (compile_model(self.ddp) if tcfg.compile
+                                       else (self.ddp, None))
+        self.phases = PhaseClock(self.device, tcfg.phase_times)
 
     def _log(self, message: str) -> None:
         if self.info.is_main:
@@ -447,17 +450,22 @@ class Trainer:
         aux = (self.aux_loader is not None
                and self.inputs.schedule(self.state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
         tokens = torch.zeros((), device=self.device)
+        phase = self.phases.phase
         for micro in range(tcfg.update_freq):
-            with record_function("trainer.next_batch"):
-                batch = self.next_batch(aux).to(self.device)
+            with phase("next_batch"):
+                batch = self.next_batch(aux)
+            with phase("copy"):
+                batch = batch.to(self.device)
             sync = micro == tcfg.update_freq - 1 or info.world_size == 1
             with nullcontext() if sync else self.ddp.no_sync():
-                with record_function("trainer.forward"), autocast(self.device):
-                    out = self.forward(batch)
-                loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out, tcfg.label_smoothing)
-                if out.aux_loss is not None:  # per-token quantity: weight it like the CE
-                    loss = loss + out.aux_loss.float() * n
-                with record_function("trainer.backward"):
+                with phase("forward"):
+                    with autocast(self.device):
+                        out = self.forward(batch)
+                    loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out,
+                                                    tcfg.label_smoothing)
+                    if out.aux_loss is not None:  # per-token quantity: weight it like the CE
+                        loss = loss + out.aux_loss.float() * n
+                with phase("backward"):
                     loss.backward()
             for k, v in out.aux_metrics.items():   # rank 0's micro-batches
                 window.add(k, v)
@@ -465,7 +473,7 @@ class Trainer:
             window.add("loss", loss)
             if self.inputs.heads:
                 self.pending_supervision = self.pending_supervision + supervision_counts(batch)
-        with record_function("trainer.optimizer"):
+        with phase("optimizer"):
             global_tokens = all_reduce(tokens.float(), info)
             scale = info.world_size / global_tokens.clamp(min=1.0)
             # one fused multiply over every gradient, not a kernel per parameter
@@ -550,6 +558,8 @@ class Trainer:
         rec = {"step": self.state.step, "split": "train", "loss": totals["loss"] / max(tokens, 1.0),
                "tokens_per_s": tokens / max(seconds, 1e-9),
                "lr": self.scheduler.get_last_lr()[0], "epoch": self.state.position.epoch,
+               **({"phase_s": self.phases.take()} if self.phases.enabled else {}),
+               **({"compiled_graphs": self.compiled.graphs} if self.compiled else {}),
                **{k: v / window.counts[k] for k, v in totals.items() if k not in ("loss", "tokens")}}
         self.log.write(rec)
         self.bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{rec['tokens_per_s']:.0f}")
@@ -573,10 +583,11 @@ class Trainer:
         # a resumed run that had already reached its plateau trains no further
         while self.state.step < tcfg.max_steps and not self.rule.plateaued(self.state.bad_evals):
             self.step(window)
-            self.bar.update(1)
-            if self.state.step % tcfg.log_every == 0 or self.state.step == tcfg.max_steps:
-                self.log_train(window, time.time() - t0)
-                window, t0 = Window(), time.time()
+            with self.phases.phase("log"):
+                self.bar.update(1)
+                if self.state.step % tcfg.log_every == 0 or self.state.step == tcfg.max_steps:
+                    self.log_train(window, time.time() - t0)
+                    window, t0 = Window(), time.time()
             t_pause = time.time()
             if self.state.step % tcfg.validate_every == 0:
                 self.validate()
@@ -648,7 +659,9 @@ class Trainer:
                                         "validations_without_gain": st.bad_evals,
                                         "interruptions": self.attempts.interruptions()},
                                "determinism": determinants(self.tcfg.seed, self.tcfg.num_workers,
-                                                           self.info.world_size, self.device)}
+                                                           self.info.world_size, self.device),
+                               "phase_s": self.phases.totals(),
+                               "compiled_graphs": self.compiled.graphs if self.compiled else None}
         self.attempts.update(self.state.step, end=FINISHED)
         self.manifest.extra.update(self.attempts.summary())
         if self.inputs.heads:   # the share of training tokens that carried parse supervision

@@ -219,6 +219,30 @@ def test_stops_on_a_plateau_and_records_why(corpus, tmp_path):
     assert (stop["reason"], stop["updates"]) == ("max_steps", 6)
 
 
+def test_phase_times_say_where_an_update_goes(corpus, tmp_path):
+    """train.phase_times: every train record and the manifest carry wall seconds per phase
+    (pipeline_lib/training/phases.py); the phases account for the loop's time, so their sum is
+    positive and each is at least 0. Off (the default), neither carries them."""
+    from pipeline_lib.training.phases import PHASES
+
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_tokens=300, max_steps=6, warmup=2, validate_every=6, save_every=6,
+                       log_every=3, dev_bleu=False, num_workers=0, phase_times=True)
+    assert train(TINY, tcfg, shards, dev, spm_model, tmp_path / "timed") == 0
+    records = [r for r in _metrics(tmp_path / "timed") if r["split"] == "train"]
+    assert [r["step"] for r in records] == [3, 6]
+    for r in records:
+        assert set(r["phase_s"]) == set(PHASES) and min(r["phase_s"].values()) >= 0
+        assert r["phase_s"]["forward"] > 0 and r["phase_s"]["backward"] > 0
+    totals = json.loads((tmp_path / "timed" / "manifest.json").read_text())["phase_s"]
+    assert totals["forward"] >= records[0]["phase_s"]["forward"]
+    assert train(TINY, replace(tcfg, phase_times=False), shards, dev, spm_model,
+                 tmp_path / "plain") == 0
+    assert not any("phase_s" in r for r in _metrics(tmp_path / "plain"))
+    assert json.loads((tmp_path / "plain" / "manifest.json").read_text())["phase_s"] is None
+
+
 def test_a_bleu_rule_needs_dev_bleu(corpus, tmp_path):
     shards, dev, spm_model = corpus
     tcfg = TrainConfig(max_steps=2, patience=1, stop_metric="bleu", dev_bleu=False)
