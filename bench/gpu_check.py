@@ -1,0 +1,241 @@
+"""The checks a lent GPU runs first, in one process tree with a time budget: trainer / update per
+data mode, the converged slice (baseline, DocT and its matched control to their plateaus, test
+BLEU, verdict) and decoding speed; everything measured goes into one Markdown file.
+
+    python bench/gpu_check.py --jobs results/gpu/gpu_check.json --out OUT [--budget 540]
+                              [--smoke]
+
+Started by bench/gpu_check.sh on the GPU machine, after bench/gpu_prepare.py wrote
+``gpu_check.json`` and copied the shards here. Needs only torch, sentencepiece, pyarrow, pandas,
+sacrebleu, tqdm and tensorboard (no snakemake, jsonschema or stanza): every job config and
+command line is in the JSON, resolved by the plan on a machine that has them.
+
+Budget (``--budget`` seconds, 540 = 9 minutes on one H100): each part gets a share and its
+commands a timeout from what is left. A training job that runs out of time gets SIGTERM: the
+trainer saves ``last`` and exits 143 (its pre-emption path), its ``best`` stays usable, and the
+verdict names it as stopped by the budget. A part with no time left is written as not run.
+``--smoke`` (CI, CPU): the same parts at tiny size, so every command is run for real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+#: share of the budget per part, in the order they run
+SHARES = {"trainer": 0.28, "slice": 0.62, "decode": 0.10}
+ROW = re.compile(r"^mode=(\w+): median target tokens/s trainer ([\d,]+)\s+update ([\d,]+)\s+"
+                 r"trainer/update ([\d.]+)", re.M)
+
+
+class Clock:
+    """The time left of the budget, and each part's share of it."""
+
+    def __init__(self, budget: float) -> None:
+        self.end = time.monotonic() + budget
+        self.budget = budget
+
+    def left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def share(self, part: str) -> float:
+        return min(self.left(), SHARES[part] * self.budget)
+
+
+def run(argv: list[str], log: Path, timeout: float,
+        env: dict[str, str] | None = None) -> tuple[int, float]:
+    """One command with its output in ``log`` (``env`` added to ours); on timeout SIGTERM (the
+    trainer saves and exits), then SIGKILL after 60 s. Returns (exit code, seconds)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t = time.monotonic()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+        try:
+            rc = proc.wait(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+    return rc, time.monotonic() - t
+
+
+def run_side_by_side(cmds: list[tuple[list[str], Path]], timeout: float) -> list[tuple[int, float]]:
+    """Commands started together (two training jobs share the GPU, as the GPU profile runs
+    them), each stopped at ``timeout`` like :func:`run`."""
+    import concurrent.futures as cf
+
+    with cf.ThreadPoolExecutor(max(1, len(cmds))) as pool:
+        return list(pool.map(lambda c: run(c[0], c[1], timeout), cmds))
+
+
+def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[str]:
+    """Trainer / update per data mode at 16k and 32k tokens, eager; sentence with the CUDA
+    allocator's fixed segments (the trainer's default is expandable: training/distributed.py);
+    sentence and context compiled at 16k; then sentence and stream with phase times (where the
+    time goes)."""
+    base = [PY, "bench/trainer_efficiency.py", "--jobs", str(jobs_file), "--num-workers", "2"]
+    size = ["--smoke"] if smoke else ["--updates", "24", "--rounds", "4"]
+    fixed = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
+    runs = [("eager 16k", ["--modes", "all", "--max-tokens", "16384"], None),
+            ("eager 16k, fixed segments", ["--modes", "sentence", "--max-tokens", "16384"], fixed),
+            ("eager 32k", ["--modes", "all", "--max-tokens", "32768"], None),
+            ("compiled 16k", ["--modes", "sentence,context", "--max-tokens", "16384",
+                              "--compile"], None),
+            ("phase times 16k", ["--modes", "sentence,stream", "--max-tokens", "16384",
+                                 "--phase-times"], None)]
+    if smoke:
+        runs = [(name, [a for a in args if a not in ("16384", "32768", "--max-tokens")], env)
+                for name, args, env in runs[:1] + runs[4:]]
+    lines = ["## Trainer / update per data mode", "",
+             "| run | mode | trainer tokens/s | update tokens/s | trainer / update |",
+             "|---|---|---|---|---|"]
+    end = time.monotonic() + clock.share("trainer")
+    notes = []
+    for name, args, env in runs:
+        left = end - time.monotonic()
+        if left < 10:
+            notes.append(f"- {name}: not run (budget)")
+            continue
+        log = out / "logs" / f"trainer {name}.log"
+        rc, secs = run(base + size + args, log, left, env)
+        text = log.read_text()
+        for mode, tr, up, ratio in ROW.findall(text):
+            lines.append(f"| {name} | {mode} | {tr} | {up} | {ratio} |")
+        phases = re.findall(r"^mode=(\w+) job.*?\n(?:.*\n)*?  phases: (.*)$", text, re.M)
+        notes += [f"- {name}, {m}: {p}" for m, p in phases]
+        notes.append(f"- {name}: rc {rc}, {secs:.0f} s" + ("" if rc == 0 else f" (see {log.name})"))
+    return lines + [""] + notes + [""]
+
+
+def slice_part(spec: dict, out: Path, clock: Clock) -> list[str]:
+    """The converged slice's stages; then each job's stop and the verdict from the scores."""
+    end = time.monotonic() + clock.share("slice")
+    names = ["train baseline", "train fine-tunes", "decode", "score"]
+    lines = ["## Converged slice: baseline, DocT and its matched control", ""]
+    for name, stage in zip(names, spec["slice"]):
+        left = end - time.monotonic()
+        if left < 5:
+            lines.append(f"- {name}: not run (budget)")
+            break
+        # the fine-tunes get what the decode and score stages do not need (about a fifth)
+        limit = left * 0.75 if name == "train baseline" else (
+            left * 0.8 if name == "train fine-tunes" else left)
+        results = run_side_by_side([(argv, out / "logs" / f"{name} {k}.log")
+                                    for k, argv in enumerate(stage)], limit)
+        lines.append(f"- {name}: " + ", ".join(f"rc {rc} in {s:.0f} s" for rc, s in results))
+        if name == "score" or any(rc not in (0, 143) for rc, _ in results):
+            break
+    lines += [""] + stops(spec) + [""] + verdict(spec)
+    return lines + [""]
+
+
+def _arg(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def stops(spec: dict) -> list[str]:
+    """Each slice training job: why it stopped, its updates and best update (its manifest), or
+    the last step it saved when the budget stopped it (no manifest)."""
+    lines = ["| job | stopped | updates | best dev loss at |", "|---|---|---|---|"]
+    for argv in spec["slice"][0] + spec["slice"][1]:
+        folder = ROOT / _arg(argv, "--out-dir")
+        man = folder / "manifest.json"
+        if man.exists():
+            st = json.loads(man.read_text())["stop"]
+            lines.append(f"| {folder.name} | {st['reason']} | {st['updates']} | "
+                         f"{st['best_step']} |")
+        else:
+            metrics = folder / "metrics.jsonl"
+            last = ([json.loads(x)["step"] for x in metrics.read_text().splitlines()]
+                    if metrics.exists() else [])
+            lines.append(f"| {folder.name} | budget (no manifest) | {max(last, default=0)} | "
+                         "n/a |")
+    return lines
+
+
+def verdict(spec: dict) -> list[str]:
+    """Test BLEU per system and, per model with a control, Δ and the paired bootstrap p."""
+    scores_path = ROOT / _arg(spec["slice"][-1][0], "--output")
+    if not scores_path.exists():
+        return ["Verdict: none (no scores: the slice did not reach scoring)."]
+    scores = json.loads(scores_path.read_text())
+    ts = scores["test_sets"][-1]
+    rows = scores["results"][ts]["models"]
+    lines = [f"Test set {ts}: " + ", ".join(f"{m} {r['bleu']:.2f}" for m, r in rows.items())]
+    for model, control in scores["controls"].items():
+        c = rows[model]["control"]
+        better = c["bleu_delta"] > 0 and c["bleu_significant"]
+        lines.append(f"Verdict: {model} {'beats' if better else 'does not beat'} its matched "
+                     f"control {control}: Δ {c['bleu_delta']:+.2f} BLEU, p {c['bleu_p']} "
+                     f"(paired bootstrap; GPU slice, capped: see the stop table)")
+    return lines
+
+
+def decode_part(spec: dict, out: Path, clock: Clock, smoke: bool) -> list[str]:
+    """Beam-4 decoding speed of the slice's trained baseline on the dev set: batch 1 and 256,
+    fixed-shape search (a CUDA graph per search) on and off."""
+    baseline = spec["slice"][0][0]
+    ckpt = ROOT / _arg(baseline, "--out-dir") / "checkpoints" / "final"
+    args = [PY, "bench/decode_throughput.py", "--static", "both"]
+    if ckpt.exists():
+        args += ["--checkpoint", str(ckpt), "--shards", _arg(baseline, "--dev-shards")]
+    args += ["--smoke"] if smoke else ["--size", "base", "--batch-size", "256"]
+    if clock.left() < 10:
+        return ["## Decoding speed", "", "- not run (budget)", ""]
+    log = out / "logs" / "decode speed.log"
+    rc, secs = run(args, log, clock.share("decode"))
+    rows = [ln for ln in log.read_text().splitlines() if "sentences/s" in ln]
+    return ["## Decoding speed (beam 4, the slice's baseline)", "", "```", *rows, "```",
+            f"- rc {rc}, {secs:.0f} s", ""]
+
+
+def header() -> list[str]:
+    import platform
+
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU (CPU)"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                            capture_output=True).stdout.strip() or "unknown"
+    return ["# bench/gpu_check.sh", "",
+            f"- device: {gpu}; torch {torch.__version__}; python {platform.python_version()}",
+            f"- commit: {commit}; date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=Path, default=Path("results/gpu/gpu_check.json"))
+    ap.add_argument("--out", type=Path, required=True, help="folder for the report and logs")
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds for all parts")
+    ap.add_argument("--smoke", action="store_true", help="CI: tiny, on CPU")
+    a = ap.parse_args()
+    spec = json.loads((ROOT / a.jobs).read_text())
+    a.out.mkdir(parents=True, exist_ok=True)
+    clock = Clock(a.budget)
+    report = a.out / "gpu_check.md"
+    lines = header()
+    for part in (lambda: trainer_part(ROOT / a.jobs, a.out, clock, a.smoke),
+                 lambda: slice_part(spec, a.out, clock),
+                 lambda: decode_part(spec, a.out, clock, a.smoke)):
+        lines += part()
+        report.write_text("\n".join(lines) + "\n")    # what is measured so far survives a kill
+    lines.append(f"Total: {a.budget - clock.left():.0f} s of a {a.budget:.0f} s budget.")
+    report.write_text("\n".join(lines) + "\n")
+    print(report.read_text())
+
+
+if __name__ == "__main__":
+    main()
