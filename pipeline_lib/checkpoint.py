@@ -5,10 +5,12 @@ else: ``model.pt`` (state_dict), ``config.yaml`` (model config, effective train 
 revision, format version), ``spm.model`` (copy of the subword model) and, for runs that can be
 resumed, ``trainer_state.pt`` (optimizer, scheduler, RNG states, data position, step).
 
-Atomicity: everything is written into a hidden temporary sibling directory, which is then renamed
-into place. Replacing an existing directory takes two renames (old -> backup, new -> name); a
-crash between them leaves the backup, which ``resolve_checkpoint`` renames back. A reader never
-sees a half-written checkpoint.
+Atomicity: everything is written into a hidden temporary sibling directory
+(``.<name>.tmp-<pid>``), which is then renamed into place. Replacing an existing directory takes
+two renames (old -> backup, new -> name); a crash between them leaves the backup, which
+``resolve_checkpoint`` renames back. A reader never sees a half-written checkpoint. A kill in
+mid-save leaves the temporary directory, which no later save reuses (another pid):
+:func:`sweep_tmp` removes them when the trainer starts.
 """
 
 from __future__ import annotations
@@ -63,6 +65,19 @@ def _fresh_tmp(path: Path) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     return tmp
+
+
+def sweep_tmp(folder: str | Path) -> list[Path]:
+    """Remove the temporary directories (``.<name>.tmp-<pid>``) that saves killed midway left
+    directly in ``folder``; backups (``.<name>.old``) stay for :func:`resolve_checkpoint`. Call
+    it only where no save is under way. Returns what was removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = sorted(p for p in folder.glob(".*.tmp-*") if p.is_dir() and not p.is_symlink())
+    for p in stale:
+        shutil.rmtree(p)
+    return stale
 
 
 def _swap_in(tmp: Path, path: Path) -> Path:

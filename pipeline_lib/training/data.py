@@ -691,6 +691,16 @@ class TrainLoader:
             self._items = self.dataset.chunks(epoch)
         self._next_epoch = epoch
 
+    def close(self) -> None:
+        """Stop the read-ahead workers now. WHY explicit: at interpreter exit DataLoader leaves
+        its workers to multiprocessing, which ends them with SIGTERM, and ours ignore SIGTERM
+        (:func:`ignore_stop_signals`), so a process that still held a live loader at exit
+        waited for its workers for ever (bench/trainer_efficiency.py with workers did)."""
+        items, self._items, self._next_epoch = self._items, None, None
+        shutdown = getattr(items, "_shutdown_workers", None)   # a DataLoader iterator's
+        if shutdown is not None:
+            shutdown()
+
     def iterate(self, position: DataPosition) -> Iterator[tuple[DataPosition, Batch]]:
         """Yield ``(position after this batch, batch)`` for the rest of ``position.epoch``;
         continues the live stream when it stands at the start of that epoch."""

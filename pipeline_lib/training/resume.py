@@ -18,10 +18,12 @@ difference in the model config, the train config except the keys that only pace 
 checkpoints, the training code's hash, or the checksums of the inputs) and that run has not
 finished. Snakemake deletes a job's declared outputs (``best``, ``final``, ``manifest.json``)
 before it reruns or retries it, so whether the run finished is recorded in ``last`` itself
-(``TrainerState.finished``), which is no output. A finished run is never continued: whatever
-Snakemake reran it for (``--forcerun``, a new ``max_steps``, a touched input) asks for a run of
-its own, and an interrupted run that is continued passes through the same states as an
-uninterrupted one (tests/integration/test_train.py), so resuming never changes a result.
+(``TrainerState.finished``), which is no output, and so are the best dev value and its step;
+the best weights are kept in ``best-kept``, from which a resume re-creates ``best`` (train.py).
+A finished run is never continued: whatever Snakemake reran it for (``--forcerun``, a new
+``max_steps``, a touched input) asks for a run of its own, and an interrupted run that is
+continued passes through the same states as an uninterrupted one
+(tests/integration/test_train.py), so resuming never changes a result.
 """
 
 from __future__ import annotations

@@ -12,17 +12,23 @@ in the order of the model's ``schedule``. ``train.freeze`` may contain ``@senten
 model's ``sentence_level_prefixes()`` (two-step training).
 
 Output layout (``--out-dir`` = ``results/train_model/{model}``): ``checkpoints/{last,best,
-step-N,averaged,final}/`` (see checkpoint.py; ``final`` is what later stages evaluate: the average
-of the last k checkpoints when ``average_last_k`` > 1, else ``best``), ``metrics.jsonl``, ``tb/``
-(TensorBoard), ``manifest.json``.
+best-kept,step-N,averaged,final}/`` (see checkpoint.py; ``final`` is what later stages evaluate:
+the average of the last k checkpoints when ``average_last_k`` > 1, else ``best``; ``best-kept``
+is ``best`` under a name that is no output of the rule, hard-linked, see below),
+``metrics.jsonl``, ``tb/`` (TensorBoard), ``manifest.json``.
 
 Pre-emption: SIGTERM / SIGUSR1 (what SLURM sends before a time limit or pre-emption) set a flag;
 after the current update the run saves ``last`` and exits with ``EXIT_REQUEUE`` (143), which
 Snakemake's ``retries`` (or ``scontrol requeue``) turns into a restart that resumes from
-``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint. A start
-resumes only an unfinished run of the same configuration, code and inputs; a finished one
-(``--forcerun``) is trained again from scratch (resume.py); ``attempts.json`` and the manifest
-keep every attempt's time.
+``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint.
+Snakemake deletes the rule's outputs (``best``, ``final``, the manifest) before a retry; the best
+dev value and its step are in ``last``'s trainer state and the best weights in ``best-kept``
+(its ``config.yaml`` train record names their ``best_step``), from which a resumed run
+re-creates ``best``, so it ends on the checkpoint an uninterrupted run ends on. Temporary
+folders of a save killed midway (``checkpoints/.<name>.tmp-<pid>``) are removed at the start.
+A start resumes only an unfinished run of the same configuration, code and inputs; a finished
+one (``--forcerun``) is trained again from scratch (resume.py); ``attempts.json`` and the
+manifest keep every attempt's time.
 Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (NCCL on CUDA,
 gloo on CPU).
 
@@ -80,6 +86,8 @@ SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_
 SUPERVISION = ("src_heads", "src_tokens", "tgt_heads", "tgt_tokens")
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 CHECKPOINT_DIR = "checkpoints"
+#: ``best`` under a name Snakemake does not delete before a retry (``best`` is a rule output)
+BEST_KEPT = "best-kept"
 
 
 @dataclass(frozen=True)
@@ -230,7 +238,8 @@ class TrainerState:
 
     step: int = 0
     position: DataPosition = field(default_factory=DataPosition)
-    #: best dev value of the stop metric so far (the weights in ``checkpoints/best``), its update
+    #: best dev value of the stop metric so far and its update (the weights in
+    #: ``checkpoints/best`` and ``best-kept``); kept across a resume
     best_dev: float = math.inf
     best_step: int | None = None
     #: patience counter and the dev value at its last restart (stopping.judge)
@@ -357,6 +366,8 @@ class Trainer:
         The main process decides, the others follow."""
         state, resume = None, 0.0
         if self.info.is_main:
+            for p in ckpt.sweep_tmp(self.ck_dir):   # a save killed midway
+                self._log(f"removed {p.name}, left by an interrupted save")
             last = ckpt.resolve_checkpoint(self.ck_dir / "last")
             changes = [] if last is None else run_changes(
                 ckpt.read_config(last), self.mcfg.to_dict(), self.record, RESUMABLE_CHANGES)
@@ -407,11 +418,25 @@ class Trainer:
         self.optimizer.load_state_dict(ts["optimizer"])
         self.scheduler.load_state_dict(ts["scheduler"])
         self.state = TrainerState.from_dict(ts)
-        if ckpt.resolve_checkpoint(self.ck_dir / "best") is None:
-            # best/ was removed (e.g. by Snakemake): re-create it at the next validation
-            self.state.best_dev, self.state.best_step = self.rule.worst, None
+        self._restore_best()
         ckpt.set_rng_state(ts["rng"][min(self.info.rank, len(ts["rng"]) - 1)])
         self._log(f"resumed from {self.last} at step {self.state.step}, data {self.state.position}")
+
+    def _restore_best(self) -> None:
+        """``checkpoints/best`` again from ``best-kept`` (Snakemake deleted it before this retry),
+        so the run keeps its best over all attempts. Only when ``best-kept`` holds the state's
+        ``best_step`` (a SIGKILL after a new best and before the next save leaves a newer one);
+        otherwise the best value is forgotten and the next validation chooses ``best`` anew."""
+        st = self.state
+        if not self.info.is_main or st.best_step is None:
+            return
+        kept = ckpt.resolve_checkpoint(self.ck_dir / BEST_KEPT)
+        if kept is not None and ckpt.read_config(kept)["train"].get("best_step") == st.best_step:
+            ckpt.link_checkpoint(kept, self.ck_dir / "best")
+            return
+        self._log(f"no weights of the best step {st.best_step} in {self.ck_dir / BEST_KEPT}: "
+                  "best is chosen again from the next validation")
+        st.best_dev, st.best_step = self.rule.worst, None
 
     # --- one update -------------------------------------------------------------------------
     def _streams(self) -> None:
@@ -500,10 +525,12 @@ class Trainer:
             self.log.write({"step": self.state.step, "split": "dev", **m})
             value, st = m[self.rule.metric.value], self.state
             v = judge(self.rule, value, st.best_dev, st.reference, st.bad_evals)
-            if v.new_best:
+            if v.new_best:   # best-kept first: a resume re-creates best from it
                 st.best_dev, st.best_step = value, st.step
-                ckpt.save_checkpoint(self.ck_dir / "best", self.model.state_dict(),
-                                     self.mcfg.to_dict(), self.record, self.spm_path)
+                ckpt.save_checkpoint(self.ck_dir / BEST_KEPT, self.model.state_dict(),
+                                     self.mcfg.to_dict(), {**self.record, "best_step": st.step,
+                                                           "best_dev": float(value)}, self.spm_path)
+                ckpt.link_checkpoint(self.ck_dir / BEST_KEPT, self.ck_dir / "best")
             if v.gained:
                 st.reference = value
             bad_evals = float(v.bad_evals)
@@ -604,6 +631,9 @@ class Trainer:
                 break
             t0 += time.time() - t_pause  # tokens/s counts training time only
         self.bar.close()
+        for loader in (self.loader, self.aux_loader):
+            if loader is not None:
+                loader.close()
         if exit_code == 0:
             reason = (StopReason.PLATEAU if self.rule.plateaued(self.state.bad_evals)
                       else StopReason.MAX_STEPS)

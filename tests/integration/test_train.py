@@ -8,6 +8,7 @@ import fnmatch
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +22,8 @@ import torch
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.resume import run_changes
-from pipeline_lib.training.train import (EXIT_REQUEUE, RESUMABLE_CHANGES, TrainConfig, run_record,
-                                         train)
+from pipeline_lib.training.train import (EXIT_REQUEUE, RESUMABLE_CHANGES, TrainConfig, Trainer,
+                                         run_record, train)
 
 from test_data import write_corpus  # tests/unit/training: the shared shard builder
 
@@ -175,7 +176,8 @@ def test_two_runs_of_the_same_config_and_seed_give_identical_checkpoints(corpus,
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = out
     a, b, other = (_states(runs[n]) for n in ("a", "b", "other_seed"))
-    assert set(a) == {"best", "final", "last", "step-8", "step-16", "step-24"} == set(b)
+    assert set(a) == {"best", "best-kept", "final", "last", "step-8", "step-16",
+                      "step-24"} == set(b)
     for name in a:
         for k in a[name]:
             assert torch.equal(a[name][k], b[name][k]), f"{name}/{k}"
@@ -217,6 +219,116 @@ def test_stops_on_a_plateau_and_records_why(corpus, tmp_path):
     assert train(TINY, capped, shards, dev, spm_model, tmp_path / "capped") == 0
     stop = json.loads((tmp_path / "capped" / "manifest.json").read_text())["stop"]
     assert (stop["reason"], stop["updates"]) == ("max_steps", 6)
+
+
+class _PreemptedAt(Trainer):
+    """A trainer that SLURM pre-empts after update ``at``: a real SIGTERM to this process, which
+    the trainer's handler turns into "save last, exit EXIT_REQUEUE" after that update."""
+
+    at = 0
+
+    def step(self, window) -> None:
+        super().step(window)
+        if self.state.step == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _preempt(corpus, tcfg: TrainConfig, out: Path, at: int) -> None:
+    """Train ``out`` until a SIGTERM after update ``at``, then delete the rule's outputs as
+    Snakemake does before its retry (``best``, ``final``, the manifest)."""
+    shards, dev, spm_model = corpus
+    trainer = _PreemptedAt(TINY, tcfg, shards, dev, spm_model, out)
+    trainer.at = at
+    assert trainer.run() == EXIT_REQUEUE
+    assert ckpt.load_trainer_state(out / "checkpoints" / "last")["step"] == at
+    for name in ("best", "final"):
+        if (out / "checkpoints" / name).exists():
+            shutil.rmtree(out / "checkpoints" / name)
+    (out / "manifest.json").unlink(missing_ok=True)
+
+
+def test_a_preempted_plateau_run_keeps_the_best_checkpoint_of_the_whole_run(corpus, tmp_path):
+    """Issue 27, item 6: a plateau run whose dev curve has turned (best at an early validation,
+    the later ones worse), pre-empted after its best validation; Snakemake deletes
+    checkpoints/best before the retry. The resumed run ends with the same best dev value, step
+    and weights in `best` and `final` as the uninterrupted run, not the best since the resume."""
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    # lr 0.2 with no warm-up: the dev loss falls, then rises; patience 3 ends the run there
+    tcfg = TrainConfig(max_tokens=300, max_steps=60, warmup=1, lr=0.2, validate_every=3,
+                       save_every=3, log_every=3, dev_bleu=False, patience=3, num_workers=0,
+                       keep_last=30)
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    assert train(TINY, tcfg, shards, dev, spm_model, ref) == 0
+    stop = json.loads((ref / "manifest.json").read_text())["stop"]
+    dev_recs = [r for r in _metrics(ref) if r["split"] == "dev"]
+    best = stop["best_step"]
+    # the curve has turned: every validation after the best one is worse than it
+    assert stop["reason"] == "plateau" and best < dev_recs[-1]["step"] - 3, dev_recs
+    later = [r["loss"] for r in dev_recs if r["step"] > best]
+    assert len(later) == 3 and min(later) > stop["best"], dev_recs
+
+    _preempt(corpus, tcfg, run, at=best + 2)        # after the best validation, not on a save
+    assert train(TINY, tcfg, shards, dev, spm_model, run) == 0
+    got = json.loads((run / "manifest.json").read_text())["stop"]
+    assert got["interruptions"] == [{"step": best + 2, "signal": signal.SIGTERM}]
+    assert {**got, "interruptions": []} == stop
+    assert json.loads((run / "manifest.json").read_text())["best_dev_loss"] == stop["best"]
+    for name in ("best", "final", "last"):
+        a = ckpt.load_state(ref / "checkpoints" / name)
+        b = ckpt.load_state(run / "checkpoints" / name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    # best holds the weights of the best step (the step checkpoint saved right after it)
+    a = ckpt.load_state(run / "checkpoints" / f"step-{best}")
+    b = ckpt.load_state(run / "checkpoints" / "best")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_best_kept_of_another_step_is_not_taken_for_best(corpus, tmp_path):
+    """When ``best-kept`` does not hold the weights of the best step that ``last`` records (a
+    SIGKILL after a new best and before the next save), the resumed run does not take it: it
+    forgets the best value and chooses ``best`` again from its next validation."""
+    import yaml
+
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_tokens=300, max_steps=6, warmup=2, validate_every=2, save_every=2,
+                       log_every=2, dev_bleu=False, num_workers=0)
+    run = tmp_path / "job"
+    _preempt(corpus, tcfg, run, at=3)
+    assert ckpt.load_trainer_state(run / "checkpoints" / "last")["best_step"] == 2
+    meta = run / "checkpoints" / "best-kept" / "config.yaml"
+    assert yaml.safe_load(meta.read_text())["train"]["best_step"] == 2
+    meta.write_text(meta.read_text().replace("best_step: 2", "best_step: 5"))
+    done = _run(corpus, run, tcfg.to_dict())
+    assert done.returncode == 0, done.stderr
+    assert "no weights of the best step 2" in done.stderr
+    stop = json.loads((run / "manifest.json").read_text())["stop"]
+    assert stop["best_step"] in (4, 6)
+    kept = ckpt.read_config(run / "checkpoints" / "best")["train"]
+    assert (kept["best_step"], kept["best_dev"]) == (stop["best_step"], stop["best"])
+
+
+def test_stale_temporary_checkpoints_are_swept_at_start(corpus, tmp_path):
+    """Issue 27, item 7: a kill in mid-save leaves `checkpoints/.<name>.tmp-<pid>`; the next
+    start of the job (here a resume) removes it, and nothing outside the job's checkpoints."""
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_tokens=300, max_steps=6, warmup=2, validate_every=2, save_every=2,
+                       log_every=2, dev_bleu=False, num_workers=0)
+    run = tmp_path / "job"
+    _preempt(corpus, tcfg, run, at=3)
+    stale = [run / "checkpoints" / ".step-4.tmp-123", run / "checkpoints" / ".last.tmp-123"]
+    for d in stale:
+        d.mkdir()
+        (d / "model.pt").write_bytes(b"half a save")
+    other = tmp_path / ".step-4.tmp-123"          # not this job's checkpoints: left alone
+    other.mkdir()
+    assert train(TINY, tcfg, shards, dev, spm_model, run) == 0
+    assert not any(d.exists() for d in stale)
+    assert other.is_dir()
+    assert not list((run / "checkpoints").glob(".*"))
+    assert ckpt.load_trainer_state(run / "checkpoints" / "last")["step"] == 6
 
 
 def test_phase_times_say_where_an_update_goes(corpus, tmp_path):

@@ -59,6 +59,24 @@ def test_crash_between_renames_is_recovered(tmp_path):
     assert ckpt.resolve_checkpoint(tmp_path / "missing") is None
 
 
+def test_sweep_tmp_removes_what_a_save_killed_midway_left(tmp_path):
+    """Issue 27, item 7: `.<name>.tmp-<pid>` of a killed save goes; checkpoints, the backup of
+    an unfinished replacement (restored by resolve_checkpoint) and other folders stay."""
+    ck = tmp_path / "checkpoints"
+    ckpt.save_checkpoint(ck / "last", _state(1.0), {})
+    ckpt.save_checkpoint(ck / "best", _state(2.0), {})
+    os.replace(ck / "best", ck / ".best.old")           # a crash between the two renames
+    for name in (".step-4.tmp-123", ".last.tmp-99"):
+        (ck / name).mkdir()
+        (ck / name / ckpt.MODEL_FILE).write_bytes(b"half")
+    (tmp_path / ".x.tmp-1").mkdir()                      # outside the folder swept
+    assert [p.name for p in ckpt.sweep_tmp(ck)] == [".last.tmp-99", ".step-4.tmp-123"]
+    assert sorted(p.name for p in ck.iterdir()) == [".best.old", "last"]
+    assert (tmp_path / ".x.tmp-1").is_dir()
+    assert ckpt.load_state(ckpt.resolve_checkpoint(ck / "best"))["w"][0, 0] == 2.0
+    assert ckpt.sweep_tmp(tmp_path / "missing") == []
+
+
 def test_load_model_round_trip(tmp_path):
     torch.manual_seed(0)
     model = build_model(CFG)
