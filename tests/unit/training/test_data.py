@@ -109,6 +109,21 @@ def test_every_row_once_and_deterministic(corpus):
     assert other_seed != keys
 
 
+def test_the_same_batch_shapes_every_epoch_in_a_new_order(corpus):
+    """Chunks keep their rows across epochs (ShardStream.epoch_chunks), so every epoch has the
+    first epoch's batch shapes (a CUDA first-sight cost is paid once, issue 29) and rows, in
+    another order; chunks cut anew each epoch gave new shapes every epoch."""
+    shards, _ = corpus
+    cfg = LoaderConfig(max_tokens=256, seed=5, buffer_sents=100)
+    epochs = [_epoch(shards, cfg, epoch=e) for e in range(3)]
+    shapes = [sorted((tuple(b.src.shape), tuple(b.tgt_in.shape)) for b in ep) for ep in epochs]
+    assert shapes[0] == shapes[1] == shapes[2]
+    rows = [sorted(tuple(sorted(_keys(b))) for b in ep) for ep in epochs]
+    assert rows[0] == rows[1] == rows[2]          # the same batches ...
+    order = [[_keys(b) for b in ep] for ep in epochs]
+    assert order[0] != order[1] != order[2]       # ... in another order
+
+
 def test_disjoint_across_ranks_and_workers_change_nothing(corpus):
     shards, _ = corpus
     cfg = LoaderConfig(max_tokens=256, seed=1, buffer_sents=100, num_workers=2)
