@@ -32,11 +32,12 @@ def _dry_run(work: Path, files: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_profile_plans(tmp_path, profile):
     """GPU: every registered model with its control; the cross-task pre-training's control is
-    the baseline itself (same rule and schedule), so one training job fewer than the smoke run.
-    Converged on CPU: cross-task left out (config/converged.yaml), so the baseline, four
-    fine-tunes and their two controls."""
+    the baseline itself (same rule and schedule), and the cache model's micro-batches
+    (config/gpu.yaml) give it a control of its own: 11 training jobs. Converged on CPU:
+    cross-task left out (config/converged.yaml), so the baseline, four fine-tunes and their two
+    controls."""
     jobs = _dry_run(tmp_path, PROFILES[profile])
-    n = "10" if profile == "gpu" else "7"
+    n = "11" if profile == "gpu" else "7"
     assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == (n, n, "1"), jobs
     plan = Plan(load_config(ROOT / "config" / "config.yaml",
                             *(ROOT / "config" / f for f in PROFILES[profile])))
