@@ -1,4 +1,4 @@
-"""Decoding speed: sentences/s of beam 4 at batch sizes 1 and 64, beside greedy search; with
+"""Decoding speed: sentences/s of beam 4 at batch sizes 1 and 64 (``--batch-size``), beside greedy search; with
 ``--reference ctranslate2``, target tokens/s of beam 4 against the same model in CTranslate2.
 
 Uses a trained checkpoint and dev shards when given; otherwise a freshly initialised model of a
@@ -7,9 +7,13 @@ emits EOS, so the synthetic figure is a worst case: every hypothesis runs to its
 
     .venv/bin/python bench/decode_throughput.py [--checkpoint DIR --shards DIR] [--size tiny]
         [--sentences 256] [--device cpu|cuda] [--threads 2] [--reference ctranslate2 --rounds 3]
-        [--static auto|on|off|both]
+        [--static auto|on|off|both] [--smoke]
 
-The last line printed is the headline figure: beam-4 sentences/s at batch size 64, or with
+``--smoke`` (CI): the same runs at the smallest counts, on CPU: 4 sentences, a 1,000-piece
+vocabulary for the untrained model, one round; flags given explicitly still win.
+
+The last line printed is the headline figure: beam-4 sentences/s at batch size 64 (or
+``--batch-size``), or with
 ``--reference ctranslate2`` the ratio of target tokens/s ours / CTranslate2.
 
 The CTranslate2 comparison exports the same weights (the checkpoint through
@@ -40,6 +44,8 @@ from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.evaluate.decode import read_shards, translate_sentences
 from pipeline_lib.models.search import BeamConfig, max_output_lengths
 from pipeline_lib.models import ModelConfig, build_model
+
+SMOKE = {"sentences": 4, "vocab": 1000, "device": "cpu", "threads": 1, "rounds": 1}
 
 
 def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
@@ -164,6 +170,8 @@ def main() -> None:
     ap.add_argument("--size", default="tiny", help="model_sizes entry (tiny, base, big)")
     ap.add_argument("--vocab", type=int, default=8000, help="vocabulary of the untrained model")
     ap.add_argument("--sentences", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=64,
+                    help="the large batch of the beam and greedy rows (batch 1 is always run)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=1,
                     help="CPU threads (torch, and CTranslate2's intra_threads); 1 avoids OpenMP "
@@ -174,6 +182,10 @@ def main() -> None:
     ap.add_argument("--static", choices=["auto", "on", "off", "both"], default="auto",
                     help="beam search in fixed shapes, a CUDA graph per search on CUDA (auto: on "
                          "CUDA); both: beam rows with it off and on")
+    ap.add_argument("--smoke", action="store_true",
+                    help="smallest real run (CI): smoke defaults, see the module docstring")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, srcs = load(args)
@@ -185,16 +197,18 @@ def main() -> None:
     timed(model, srcs[:8], BeamConfig(beam=4, batch_size=8), args.device)       # warm-up
     results = {}
     statics = {"auto": [None], "on": [True], "off": [False], "both": [False, True]}[args.static]
-    runs = [("greedy bs64", BeamConfig(greedy=True, batch_size=64), len(srcs))]
+    bs = args.batch_size
+    runs = [(f"greedy bs{bs}", BeamConfig(greedy=True, batch_size=bs), len(srcs))]
     for st in statics:
         tag = "" if st is None else (" static" if st else " dynamic")
         runs += [(f"beam4 bs1{tag}", BeamConfig(beam=4, batch_size=1, static=st), min(len(srcs), 32)),
-                 (f"beam4 bs64{tag}", BeamConfig(beam=4, batch_size=64, static=st), len(srcs))]
+                 (f"beam4 bs{bs}{tag}", BeamConfig(beam=4, batch_size=bs, static=st), len(srcs))]
     for name, cfg, n in runs:
         sent_s, tok_s = timed(model, srcs[:n], cfg, args.device)
         results[name] = sent_s
         print(f"{name:20s} {n:5d} sentences  {sent_s:9.2f} sentences/s  {tok_s:10.1f} tokens/s")
-    print(f"beam4_bs64_sentences_per_s={results[[k for k in results if 'bs64' in k][-1]]:.2f}")
+    print(f"beam4_bs{bs}_sentences_per_s="
+          f"{results[[k for k in results if f'bs{bs}' in k][-1]]:.2f}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
+#: commands that failed (not a budget stop): the exit status says the check is incomplete
+FAILED: list[str] = []
 #: share of the budget per part, in the order they run
 SHARES = {"trainer": 0.28, "slice": 0.62, "decode": 0.10}
 ROW = re.compile(r"^mode=(\w+): median target tokens/s trainer ([\d,]+)\s+update ([\d,]+)\s+"
@@ -87,10 +89,16 @@ def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[
     sentence and context compiled at 16k; then sentence and stream with phase times (where the
     time goes)."""
     base = [PY, "bench/trainer_efficiency.py", "--jobs", str(jobs_file), "--num-workers", "2"]
-    size = ["--smoke"] if smoke else ["--updates", "24", "--rounds", "4"]
+    # smoke: one loader worker still takes the worker path; one thread on a shared CPU
+    size = (["--smoke", "--threads", "1", "--num-workers", "1"] if smoke
+            else ["--updates", "24", "--rounds", "4"])
     fixed = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
     runs = [("eager 16k", ["--modes", "all", "--max-tokens", "16384"], None),
             ("eager 16k, fixed segments", ["--modes", "sentence", "--max-tokens", "16384"], fixed),
+            # cuDNN attention builds a graph per (rows, lengths) on first sight: the suspect of
+            # issue 29's sentence-path cost; deprioritised, flash/memory-efficient kernels run
+            ("eager 16k, no cuDNN attention", ["--modes", "sentence,context", "--max-tokens",
+                                              "16384"], {"TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"}),
             ("eager 32k", ["--modes", "all", "--max-tokens", "32768"], None),
             ("compiled 16k", ["--modes", "sentence,context", "--max-tokens", "16384",
                               "--compile"], None),
@@ -98,7 +106,7 @@ def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[
                                  "--phase-times"], None)]
     if smoke:
         runs = [(name, [a for a in args if a not in ("16384", "32768", "--max-tokens")], env)
-                for name, args, env in runs[:1] + runs[4:]]
+                for name, args, env in runs[:1] + runs[5:]]
     lines = ["## Trainer / update per data mode", "",
              "| run | mode | trainer tokens/s | update tokens/s | trainer / update |",
              "|---|---|---|---|---|"]
@@ -117,6 +125,8 @@ def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[
         phases = re.findall(r"^mode=(\w+) job.*?\n(?:.*\n)*?  phases: (.*)$", text, re.M)
         notes += [f"- {name}, {m}: {p}" for m, p in phases]
         notes.append(f"- {name}: rc {rc}, {secs:.0f} s" + ("" if rc == 0 else f" (see {log.name})"))
+        if rc != 0 and secs < left:      # not stopped by the budget
+            FAILED.append(f"trainer {name}: rc {rc}")
     return lines + [""] + notes + [""]
 
 
@@ -136,6 +146,8 @@ def slice_part(spec: dict, out: Path, clock: Clock) -> list[str]:
         results = run_side_by_side([(argv, out / "logs" / f"{name} {k}.log")
                                     for k, argv in enumerate(stage)], limit)
         lines.append(f"- {name}: " + ", ".join(f"rc {rc} in {s:.0f} s" for rc, s in results))
+        FAILED.extend(f"slice {name}: rc {rc}" for rc, s in results
+                      if rc not in (0, 143) and s < limit)
         if name == "score" or any(rc not in (0, 143) for rc, _ in results):
             break
     lines += [""] + stops(spec) + [""] + verdict(spec)
@@ -196,7 +208,10 @@ def decode_part(spec: dict, out: Path, clock: Clock, smoke: bool) -> list[str]:
     if clock.left() < 10:
         return ["## Decoding speed", "", "- not run (budget)", ""]
     log = out / "logs" / "decode speed.log"
-    rc, secs = run(args, log, clock.share("decode"))
+    limit = clock.share("decode")
+    rc, secs = run(args, log, limit)
+    if rc != 0 and secs < limit:
+        FAILED.append(f"decode speed: rc {rc}")
     rows = [ln for ln in log.read_text().splitlines() if "sentences/s" in ln]
     return ["## Decoding speed (beam 4, the slice's baseline)", "", "```", *rows, "```",
             f"- rc {rc}, {secs:.0f} s", ""]
@@ -233,8 +248,11 @@ def main() -> None:
         lines += part()
         report.write_text("\n".join(lines) + "\n")    # what is measured so far survives a kill
     lines.append(f"Total: {a.budget - clock.left():.0f} s of a {a.budget:.0f} s budget.")
+    if FAILED:
+        lines.append("Failed (see the logs): " + "; ".join(FAILED))
     report.write_text("\n".join(lines) + "\n")
     print(report.read_text())
+    sys.exit(1 if FAILED else 0)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ files were given the wrong way round), the share of wrong-language sides it catc
 the pairs wrongly removed, the comparable figure.
 
     .venv/bin/python bench/langid_bible.py [--docs results/ingest_corpus/bible/docs.parquet]
+        [--quarantine FILE] [--pairs N] [--smoke]
+
+``--pairs N`` judges the first N pairs only (0, the default: all); ``--smoke`` (CI) is
+``--pairs 200``; flags given explicitly still win.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ def main() -> int:
                     help="the Bible's docs.parquet (what its hygiene pass removed is put back)")
     ap.add_argument("--quarantine", type=Path, default=None,
                     help="quarantine.parquet beside --docs (default: the one beside it)")
+    ap.add_argument("--pairs", type=int, default=0, help="judge the first N pairs (0: all)")
+    ap.add_argument("--smoke", action="store_true", help="smallest real run (CI): --pairs 200")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(pairs=200)
     args = ap.parse_args()
     cfg = HygieneConfig()
     rows = [(r["src"], r["tgt"][0]) for r in pq.read_table(args.docs, columns=["src", "tgt"]).to_pylist()]
@@ -43,6 +51,8 @@ def main() -> int:
             if r["stage"] == "hygiene" and r["record"].count(" ||| ") == 1:
                 src, tgt = r["record"].split(" ||| ")
                 rows.append((src, tgt))
+    if args.pairs:
+        rows = rows[:args.pairs]
     check = LanguageCheck(cfg.langid_min_prob, cfg.langid_min_chars)
     t0 = time.process_time()
     top = {"es": 0, "en": 0}

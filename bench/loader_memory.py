@@ -1,14 +1,15 @@
 """Peak CPU RAM of the training data loader as the corpus grows: it must stay flat.
 
     .venv/bin/python bench/loader_memory.py [--sizes 100000 1000000 10000000] [--work DIR]
-        [--max-tokens 4096] [--batches 0]
+        [--max-tokens 4096] [--batches 0] [--smoke]
 
 For each size, synthetic sentence shards in the make_shards layout (20,000 rows per shard,
 2,000 per row group, 5-40 token ids per side) are written once under ``--work`` and reused. One
 epoch of ``pipeline_lib.training.data.TrainLoader`` (SENTENCE mode, the baseline's loader) then runs in a
 fresh subprocess, so its peak RSS (VmHWM) is the loader's own; ``--batches N`` stops after N
 batches (0: the whole epoch). Prints one line per size and, last, the ratio of the largest
-size's peak RSS to the smallest's (1.0 = flat).
+size's peak RSS to the smallest's (1.0 = flat). ``--smoke`` (CI): sizes 2,000 and 4,000,
+1,024 tokens per batch, 2 batches; flags given explicitly still win.
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--batches", type=int, default=0, help="stop after N batches (0: full epoch)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--smoke", action="store_true",
+                   help="smallest real run (CI): sizes 2000 4000, max tokens 1024, 2 batches")
+    if p.parse_known_args()[0].smoke:
+        p.set_defaults(sizes=[2000, 4000], max_tokens=1024, batches=2)
     a = p.parse_args()
     if a.child:
         print(json.dumps(measure(a.child, a.max_tokens, a.batches)))

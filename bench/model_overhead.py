@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/model_overhead.py --size tiny --device cpu [--rounds 5]
         [--steps 8] [--decode-docs 64 --decode-sentences 4] [--models doct cache] [--work DIR]
+        [--smoke]
 
 Every model of pipeline_lib/models/registry.py against the sentence-level ``transformer``: the
 same size (``model_sizes`` of the config), each model's extras from ``model_settings``
@@ -36,6 +37,10 @@ tokens; its training updates on its batches, after the timing).
 Prints one line per measurement, then the table of ratios (model / baseline; 1.0 = no overhead;
 the goals, at most 15 % more time per target token in training and 30 % in decoding, are
 ratios >= 1/1.15 = 0.87 and >= 1/1.3 = 0.77).
+
+``--smoke`` (CI): every model and variant on CPU (1 thread) at the smallest counts: 1,000 rows,
+512 tokens per batch, 1 update per round, 1 timed round, 2 documents of 2 sentences decoded;
+flags given explicitly still win.
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ BASELINE = "transformer"
 SPECIAL = SpecialIds(sent_break=4, src_tag=5, tgt_tag=6)   # stand-ins: no sentencepiece model
 AUX_RATIO = 0.5        # cross-task's share of document batches in the default run
 SEED = 1
+SMOKE = {"rows": 1000, "max_tokens": 512, "steps": 1, "rounds": 1, "decode_docs": 2,
+         "decode_sentences": 2, "device": "cpu", "threads": 1}
 
 
 def build(name: str, size: dict, settings: dict, device: torch.device) -> torch.nn.Module:
@@ -202,6 +209,10 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/docmt-bench-overhead"))
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: this process's CPU time (a CPU shared with other jobs)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="smallest real run (CI): smoke defaults, see the module docstring")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)

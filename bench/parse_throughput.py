@@ -2,10 +2,11 @@
 
 ``python bench/parse_throughput.py --model results/stanza_models/es/model.json
 [--docs results/ingest_corpus/bible/docs.parquet --side src | --conllu UD_test.conllu]
-[--sentences 2000] [--threads 1] [--batch-size 256]``
+[--sentences 2000] [--threads 1] [--batch-size 256] [--smoke]``
 
 Sentences come from the docs Parquet (tokenised as the parse stage does) or, without one, from a
-CoNLL-U file's gold words. Prints details first and one figure last: sentences/s.
+CoNLL-U file's gold words. Prints details first and one figure last: sentences/s. ``--smoke``
+(CI): 16 sentences in batches of 8; flags given explicitly still win.
 
 Budget arithmetic for the default config: parse time ~= 2 sides x 2 splits x cap / (shards x
 sentences/s per 1-thread job), plus model training (stanza_models manifest: tagger_seconds,
@@ -41,6 +42,10 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--smoke", action="store_true",
+                    help="smallest real run (CI): 16 sentences, batches of 8")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(sentences=16, batch_size=8)
     args = ap.parse_args()
     if not args.docs and not args.conllu:
         ap.error("give --docs or --conllu")

@@ -7,8 +7,14 @@ is not there) under new document ids, with parse files whose words are the white
 whose trees are right-branching chains. The timed stages run in a fresh single-threaded
 subprocess, so its peak RSS (VmHWM) is the stages' own and sentences per CPU-second is a
 per-core figure. Synthesised inputs already in ``--work`` are reused. Streaming means the peak RSS must not grow with corpus size: the last line compares it.
+The BPE model (``--vocab-size``) is trained on a ``--seed-sentences`` corpus synthesised the
+same way.
 
     .venv/bin/python bench/preprocess_throughput.py [--sizes 100000 1000000] [--work DIR]
+        [--docs DOCS] [--vocab-size 8000] [--seed-sentences 60000] [--smoke]
+
+``--smoke`` (CI): sizes 200 and 400 sentences, a 500-piece BPE model trained on 2,000
+sentences; flags given explicitly still win.
 """
 
 from __future__ import annotations
@@ -121,7 +127,13 @@ def main() -> int:
     ap.add_argument("--vocab-size", type=int, default=8000)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--_stage", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--seed-sentences", type=int, default=60_000,
+                    help="sentences of the corpus the BPE model is trained on")
     ap.add_argument("--_model", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true",
+                    help="smallest real run (CI): sizes 200 400, vocab 500, 2000 seed sentences")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(sizes=[200, 400], vocab_size=500, seed_sentences=2000)
     args = ap.parse_args()
     if args._stage:
         print(json.dumps(run_stages(args._stage, args._model)))
@@ -130,7 +142,7 @@ def main() -> int:
     seed_docs = args.docs if args.docs.is_file() else None
     print(f"seed corpus: {seed_docs or 'synthetic text'}; work dir {work}", flush=True)
     (work / "seed").mkdir(parents=True, exist_ok=True)
-    synthesise(60_000, work / "seed", seed_docs)
+    synthesise(args.seed_sentences, work / "seed", seed_docs)
     bpe.train([work / "seed" / "docs.parquet"], work / "model",
               bpe.BpeConfig(vocab_size=args.vocab_size), "es", "en")
     results = []
