@@ -7,8 +7,10 @@ from snakemake.utils import min_version
 # The rules and the planning below import pipeline_lib from this checkout.
 sys.path.insert(0, workflow.basedir)
 
+from snakemake.exceptions import WorkflowError
+
 from pipeline_lib import failed_jobs
-from pipeline_lib.config_files import check_files
+from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan, prepare_config
 
 min_version("9.0")
@@ -17,12 +19,18 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# Every config file is read again refusing a key given twice (YAML keeps the last silently).
+# Every config file is read again refusing a key given twice (YAML keeps the last silently), and
+# every --config value as YAML 1.2 (Snakemake reads nested ones as strings: seeds='[1, 2]').
 # `--config preset=<name>` applies a paper's setup (config/presets/; command-line values still
 # win), then the config is validated against workflow/schemas/config.schema.yaml, which fills in
-# every default. `plan` (pipeline_lib/plan.py) is all the rule files read.
-check_files(workflow.configfiles)
-prepare_config(config, workflow.config_settings.overwrite_config)
+# every default. A refused config is a WorkflowError: its message, not a Python stack.
+# `plan` (pipeline_lib/plan.py) is all the rule files read.
+try:
+    check_files(workflow.configfiles)
+    overrides, cli = command_line_config(config, workflow.config_settings)
+    prepare_config(config, overrides, cli)
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
 plan = Plan(config)
 
 

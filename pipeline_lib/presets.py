@@ -24,11 +24,14 @@ import copy
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline_lib.config_files import load_yaml
+from pipeline_lib.config_files import ConfigError, load_yaml
 
 
 #: folder (under the preset folder) of the papers' value tables, one ``<preset>.yaml`` each
 PAPER_DIR = "paper"
+#: a preset's ``results_dir`` unless it or the command line names one: ``results/<preset>``
+#: (WHY: a preset run in the default run's checkout must not write into its ``results/``)
+RESULTS_ROOT = "results"
 
 
 def available(preset_dir: Path) -> list[str]:
@@ -43,18 +46,20 @@ def paper_values(preset_dir: Path, name: str) -> dict:
 def apply_preset(config: dict, preset_dir: Path, overrides: Mapping) -> None:
     """Make ``config`` (in place) preset ``config["preset"]`` alone, then re-apply the
     command-line ``overrides`` (deep-merged, as Snakemake does): nothing of the default config
-    that the command line does not repeat is kept."""
+    that the command line does not repeat is kept. Its outputs go to ``results/<preset>``
+    unless the preset or the command line sets ``results_dir``."""
     from snakemake.utils import update_config
 
     name = config["preset"]
     path = preset_dir / f"{name}.yaml"
     if not path.exists():
-        raise ValueError(f"preset {name!r}: no file {path} (available: "
+        raise ConfigError(f"preset {name!r}: no file {path} (available: "
                          f"{', '.join(available(preset_dir))})")
     preset = load_yaml(path) or {}
     if "preset" in preset:
-        raise ValueError(f"{path}: a preset cannot name another preset")
+        raise ConfigError(f"{path}: a preset cannot name another preset")
     config.clear()
     config.update(copy.deepcopy(preset))
     config["preset"] = name
+    config.setdefault("results_dir", f"{RESULTS_ROOT}/{name}")
     update_config(config, copy.deepcopy(dict(overrides)))

@@ -43,7 +43,8 @@ def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, monkeypatch, na
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:] + _failed_logs(tmp_path)
 
     plan = Plan(load_config(overrides={"preset": name, **config}))
-    results = tmp_path / "results"
+    results = tmp_path / plan.results.root     # results/<preset>: each preset its own folder
+    assert plan.results.root == f"results/{name}"
     # nothing was fetched: every download was a staged fixture
     assert not (tmp_path / "resources" / "downloads").exists()
     # every corpus was read from its release format and kept sentences in each of its splits

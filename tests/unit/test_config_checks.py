@@ -1,0 +1,70 @@
+"""What the schema cannot say, refused when the config is loaded (pipeline_lib/plan.py
+``check_config``), and each preset's own results folder (pipeline_lib/presets.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline_lib.plan import Plan, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESETS = sorted(p.stem for p in (ROOT / "config" / "presets").glob("*.yaml"))
+
+
+def test_the_same_language_on_both_sides_is_refused():
+    with pytest.raises(ValueError, match=r"src_lang and tgt_lang are both 'es': .*wrong_language"):
+        load_config(overrides={"tgt_lang": "es"})
+    with pytest.raises(ValueError, match="src_lang and tgt_lang are both 'en'"):
+        load_config(config_args=["src_lang=en"])
+
+
+def test_a_language_code_read_as_a_boolean_gets_a_hint_to_quote_it(tmp_path):
+    norway = tmp_path / "no.yaml"
+    norway.write_text("tgt_lang: no\n")   # YAML 1.1 (config files): false
+    with pytest.raises(ValueError, match=r"tgt_lang is false, a boolean, not a language code: "
+                                         r".*quote the code, e.g. tgt_lang: 'no'"):
+        load_config(ROOT / "config" / "config.yaml", norway)
+    treebank = tmp_path / "tb.yaml"
+    treebank.write_text("stanza: {treebanks: {no: {name: UD_Norwegian-Bokmaal, prefix: no}}}\n")
+    with pytest.raises(ValueError, match="a key of stanza.treebanks is false, a boolean"):
+        load_config(ROOT / "config" / "config.yaml", treebank)
+    # quoted, or on the command line (YAML 1.2), it is the code
+    norway.write_text("tgt_lang: 'no'\n")
+    assert load_config(ROOT / "config" / "config.yaml", norway)["tgt_lang"] == "no"
+    assert load_config(config_args=["tgt_lang=no"])["tgt_lang"] == "no"
+
+
+def test_names_that_differ_only_in_case_are_refused():
+    news = {"reader": "plaintext", "splits": {"test": {"src": "n.es", "tgt": "n.en"}}}
+    with pytest.raises(ValueError, match=r"corpora: 'News' and 'news' differ only in case"):
+        load_config(overrides={"corpora": {"News": news, "news": news}})
+    with pytest.raises(ValueError, match=r"corpora: 'bible' and 'Bible' differ only in case"):
+        load_config(config_args=["corpora={Bible: {reader: bible}}"])
+    with pytest.raises(ValueError, match=r"models/model_settings: 'doct' and 'DocT' differ"):
+        load_config(overrides={"model_settings": {"DocT": {"init_from": "transformer"}}})
+    # names that differ otherwise are fine
+    config = load_config(overrides={"corpora": {"news": news, "news2": news}})
+    assert {"news", "news2"} <= set(config["corpora"])
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_each_preset_writes_under_its_own_results_dir(preset):
+    plan = Plan(load_config(overrides={"preset": preset}))
+    assert plan.config["results_dir"] == f"results/{preset}"
+    # every target but the downloads (resources/, shared by every run) is under it
+    assert all(p.startswith((f"results/{preset}/", "resources/")) for p in plan.final_targets())
+    assert any(p.startswith(f"results/{preset}/") for p in plan.final_targets())
+    # over config/config.yaml (a preset run in the default checkout) the same
+    over_default = load_config(ROOT / "config" / "config.yaml", overrides={"preset": preset})
+    assert over_default["results_dir"] == f"results/{preset}"
+    # the command line still has the last word
+    assert load_config(overrides={"preset": preset, "results_dir": "mine"})["results_dir"] == \
+        "mine"
+    assert load_config(overrides={"preset": preset},
+                       config_args=["results_dir=elsewhere"])["results_dir"] == "elsewhere"
+
+
+def test_the_default_run_keeps_results():
+    assert load_config()["results_dir"] == "results"
