@@ -143,7 +143,8 @@ def slice_part(spec: dict, out: Path, clock: Clock) -> list[str]:
         # the fine-tunes get what the decode and score stages do not need (about a fifth)
         limit = left * 0.75 if name == "train baseline" else (
             left * 0.8 if name == "train fine-tunes" else left)
-        results = run_side_by_side([(argv, out / "logs" / f"{name} {k}.log")
+        # the JSON says "python" (written elsewhere): this interpreter runs the commands
+        results = run_side_by_side([([PY, *argv[1:]], out / "logs" / f"{name} {k}.log")
                                     for k, argv in enumerate(stage)], limit)
         lines.append(f"- {name}: " + ", ".join(f"rc {rc} in {s:.0f} s" for rc, s in results))
         FAILED.extend(f"slice {name}: rc {rc}" for rc, s in results
