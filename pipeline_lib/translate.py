@@ -18,6 +18,14 @@ The model's inputs are built exactly as in training and test-set decoding
 sentences, document-level models their sub-document (``--unit sentence`` for sentences alone),
 models with translation history are decoded document by document, in order. So for the same
 input, the hypotheses equal what rule ``decode_test`` writes.
+
+The input is checked as ingestion checks a corpus line (``pipeline_lib.ingest.lines.decode``):
+a line that is not UTF-8 or holds a control character (NUL, ESC, DEL, a C1 control) is an error
+naming ``stdin:LINE`` or ``FILE:LINE`` (exit status 2), where ingestion would have quarantined
+it: the model never saw such text and answers it with a made-up sentence. A sentence longer than
+the model's positions is refused the same way, naming its line: decoding would keep only its
+start, and a translation of half a line must not read as the translation of the line. With
+``--reader``, the records the reader quarantines are counted on stderr (not translated).
 """
 
 from __future__ import annotations
@@ -52,55 +60,81 @@ class Layout:
 
 
 def read_text(stream: BinaryIO, name: str) -> list[str]:
-    """The lines of a UTF-8 byte stream (no line ends); an undecodable line is an error naming
-    it (decoded line by line, so the message gives the line, not just a byte offset)."""
+    """The lines of a UTF-8 byte stream (no line ends), each checked by ingestion's own line
+    check (``lines.decode``: a leading byte-order mark dropped, undecodable bytes and control
+    characters found); a line it faults is an error naming it (decoded line by line, so the
+    message gives the line, not just a byte offset)."""
+    from pipeline_lib.ingest.lines import CONTROL, decode
+    from pipeline_lib.ingest.reasons import IngestReason
+
     lines = stream.read().split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     out = []
-    for n, line in enumerate(lines, 1):
+    for n, raw in enumerate(lines, 1):
         try:
-            out.append(line.decode("utf-8").rstrip("\r"))
+            raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise TranslateError(f"{name}:{n}: not UTF-8 ({e.reason} at byte {e.start}); "
                                  "convert the file first, e.g. iconv -t UTF-8") from None
+        line = decode(raw.rstrip(b"\r"), n, name)
+        if line.fault is IngestReason.CONTROL_CHARACTER:
+            found = CONTROL.search(line.text)
+            raise TranslateError(f"{name}:{n}: control character U+{ord(found.group()):04X} at "
+                                 f"column {found.start() + 1} (ingestion quarantines such lines: "
+                                 f"{line.fault.value}); remove it first, e.g. "
+                                 "tr -d '\\000-\\010\\013-\\037\\177'")
+        out.append(line.text)
     return out
 
 
 def layout_from_lines(lines: list[str], separator: str = "",
-                      docids: list[str] | None = None) -> Layout:
-    """Sentences grouped into documents by separator lines, or by ``docids`` (one per line)."""
+                      docids: list[str] | None = None, name: str = "stdin") -> Layout:
+    """Sentences grouped into documents by separator lines, or by ``docids`` (one per line);
+    each row says where it is (``name:line``) for messages."""
     if docids is not None:
         if len(docids) != len(lines):
             raise TranslateError(f"--docids has {len(docids)} lines but the input has "
                                  f"{len(lines)}: they must be line-aligned")
         rows, seen = [], {}
-        for doc, text in zip(docids, lines):
-            rows.append({"doc_id": doc, "sent_idx": seen.get(doc, 0), "text": text})
+        for no, (doc, text) in enumerate(zip(docids, lines), 1):
+            rows.append({"doc_id": doc, "sent_idx": seen.get(doc, 0), "text": text,
+                         "where": f"{name}:{no}"})
             seen[doc] = seen.get(doc, 0) + 1
         return Layout([None] * len(lines), rows)
     layout, doc, idx = Layout([], []), 0, 0
-    for text in lines:
+    for no, text in enumerate(lines, 1):
         if text.strip() == separator:
             layout.lines.append(text)
             if idx:
                 doc, idx = doc + 1, 0
             continue
         layout.lines.append(None)
-        layout.rows.append({"doc_id": f"d{doc}", "sent_idx": idx, "text": text})
+        layout.rows.append({"doc_id": f"d{doc}", "sent_idx": idx, "text": text,
+                            "where": f"{name}:{no}"})
         idx += 1
     return layout
 
 
 def layout_from_reader(reader: str, spec: dict, split: str) -> Layout:
     """The source side of ``split`` of a corpus read by a configured reader; documents are
-    separated by blank lines in the output."""
-    from pipeline_lib.ingest import Limits, reader_module
-    from pipeline_lib.tables import Sentence
+    separated by blank lines in the output. What the reader quarantines is counted on stderr:
+    those records are not translated, and the output would otherwise not say so."""
+    from collections import Counter
 
-    rows = [{"doc_id": s.doc_id, "sent_idx": s.sent_idx, "text": s.src}
-            for s in reader_module(reader).read("input", {**spec, "reader": reader}, Limits())
-            if isinstance(s, Sentence) and s.split == split]
+    from pipeline_lib.ingest import Limits, reader_module
+    from pipeline_lib.tables import Rejected, Sentence
+
+    rows, rejected = [], Counter()
+    for s in reader_module(reader).read("input", {**spec, "reader": reader}, Limits()):
+        if isinstance(s, Sentence) and s.split == split:
+            rows.append({"doc_id": s.doc_id, "sent_idx": s.sent_idx, "text": s.src,
+                         "where": f"{s.origin_file}:{s.origin_line}"})
+        elif isinstance(s, Rejected):
+            rejected[s.reason] += 1
+    if rejected:
+        print(f"translate: reader {reader} quarantined {sum(rejected.values())} records of the "
+              f"splits it read, not translated: {dict(rejected)}", file=sys.stderr)
     if not rows:
         raise TranslateError(f"reader {reader}: no sentence in split {split!r}")
     lines: list[str | None] = []
@@ -140,6 +174,17 @@ def check_target(spm_path: Path, inputs, target_lang: str | None) -> None:
     if inputs.tag is not None and sp.id_to_piece(inputs.tag) != piece:
         raise TranslateError(f"--target-lang {target_lang}: the model translates into "
                              f"{sp.id_to_piece(inputs.tag)}, not {piece}")
+
+
+def check_lengths(rows: list[dict], room: int) -> None:
+    """Refuse a sentence longer than ``room``, the pieces of a source the model reads (its
+    positions less the end of sentence and a language tag: what ``translate_rows`` keeps, cutting
+    the rest), naming its line; one sentence per line is what the model was trained on."""
+    for r in rows:
+        if len(r["src_ids"]) > room:
+            raise TranslateError(f"{r['where']}: {len(r['src_ids'])} pieces, more than the {room} "
+                                 "the model reads (its max_len); decoding would translate only "
+                                 "the start: split the line into sentences, one per line")
 
 
 def write_output(out: TextIO, layout: Layout, translations, nbest: int) -> None:
@@ -210,12 +255,13 @@ def translate(a: argparse.Namespace) -> int:
         if a.docids is not None:
             with open(a.docids, "rb") as f:
                 docids = read_text(f, str(a.docids))
-        layout = layout_from_lines(lines, a.doc_separator, docids)
+        layout = layout_from_lines(lines, a.doc_separator, docids, name)
     model, _ = load_model(checkpoint, device=a.device)
     inputs = inputs_for(model, spm_path)
     check_target(spm_path, inputs, a.target_lang)
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     rows = [{**r, "src_ids": sp.encode(r["text"])} for r in layout.rows]
+    check_lengths(rows, model.cfg.max_len - 1 - (inputs.tag is not None))
     seed = int(read_config(checkpoint).get("train", {}).get("seed", 1))
     translations, _ = translate_rows(model, rows, cfg, spm_path, a.device,
                                      inputs.in_document_order, a.unit, seed,

@@ -36,9 +36,10 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-segment sanity limits from config ``ingest``."""
+    """Per-segment and per-file sanity limits from config ``ingest``."""
 
     max_line_chars: int = 2000
+    max_quarantined_share: float = 0.2   # of a file's lines (see lines.check_files)
 
 
 # reader name in config -> module of this package

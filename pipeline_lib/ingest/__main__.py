@@ -13,8 +13,10 @@ Every input must be a readable regular file (a SWORD module may be a folder): a 
 block the run for ever and an unreadable file would fail without saying which one. A split that
 keeps no sentence is an error naming the split and its files (empty or truncated input, a glob
 that matched the wrong files, a corpus quarantined or filtered whole), unless its config says
-``allow_empty: true``. Exit status: 0 done, 2 unreadable input or unusable corpus entry (the
-message names the file and line; it is logged and, run by Snakemake, shown on the console).
+``allow_empty: true``. So is a file of which more than ``ingest.max_quarantined_share`` of the
+lines were quarantined, with what its bytes look like (``lines.check_files``). Exit status: 0
+done, 2 unreadable input or unusable corpus entry (the message names the file and line; it is
+logged and, run by Snakemake, shown on the console).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from pipeline_lib.layout import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PA
 from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
 from pipeline_lib.ingest.hygiene import HygieneConfig, clean
-from pipeline_lib.ingest.lines import ALLOW_EMPTY, check_input, counting_repairs
+from pipeline_lib.ingest.lines import (ALLOW_EMPTY, SET_ASIDE, check_files, check_input,
+                                       counting_files, counting_repairs)
 from pipeline_lib.ingest.union import parts as union_parts
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.tables import Rejected, Sentence, doc_writer, quarantine_writer
@@ -73,6 +76,17 @@ def _parts(spec: dict) -> Iterator[tuple[dict, dict[str, tuple[list[str], bool]]
         yield ({**spec, "splits": {name: sub}},
                {name: ([p for k in ("src", "tgt", "docids", "file") for p in _flat(sub.get(k))],
                        bool(sub.get(ALLOW_EMPTY, False)))})
+
+
+# readers of one sentence per line, in which a tab between text means columns (lines.check_files)
+SENTENCE_LINES = ("plaintext", "ldc_sent", "mono_text")
+
+
+def sentence_files(spec: dict) -> set[str]:
+    """The files of ``spec`` (or of its union's parts) that a ``SENTENCE_LINES`` reader reads."""
+    parts = union_parts(spec) if spec.get("reader") == "union" else [spec]
+    return {f for p in parts if p.get("reader") in SENTENCE_LINES
+            for f in reader_module(p["reader"]).input_files(p)}
 
 
 class _Counted:
@@ -115,7 +129,9 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
     read: Counter = Counter()
     expected: dict[str, tuple[list[str], bool]] = {}
     out_dir = Path(out_dir)
-    with counting_repairs() as repaired, quarantine_writer(out_dir / QUARANTINE_FILE) as bad, \
+    per_file: dict[str, Counter] = {}   # file -> reasons of its quarantined records
+    with counting_repairs() as repaired, counting_files(), \
+            quarantine_writer(out_dir / QUARANTINE_FILE) as bad, \
             scratch_dir(out_dir / "hygiene") as work:
         with doc_writer(work / DOCS_FILE) as raw:
             for part, splits in _parts(spec):
@@ -127,10 +143,14 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
                         bad.write(item)
                         manifest.reject(item.reason)
                         reasons[item.reason] += 1
+                        if item.reason not in SET_ASIDE:
+                            per_file.setdefault(item.origin_file, Counter())[item.reason] += 1
                     else:
                         raw.write(item)
                         read[item.split] += 1
                 n_read = raw.count + bad.count - read_before
+                # before the empty-split check: a file quarantined whole gets its diagnosis
+                check_files(per_file, limits.max_quarantined_share, sentence_files(part))
                 for split, (files, may_be_empty) in splits.items():
                     if read[split] == 0 and not may_be_empty:
                         what = (f"all {n_read} records were quarantined ({dict(reasons)})" if n_read
@@ -172,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", required=True, help="corpus name (key of config `corpora`)")
     ap.add_argument("--spec", required=True, help="the corpus's config entry as JSON")
     ap.add_argument("--max-line-chars", type=int, default=Limits.max_line_chars)
+    ap.add_argument("--max-quarantined-share", type=float, default=Limits.max_quarantined_share,
+                    help="config ingest.max_quarantined_share")
     ap.add_argument("--hygiene", default="{}",
                     help="config section `hygiene` as JSON (the corpus's own `hygiene` entry in "
                          "--spec overrides it); default: the schema's defaults")
@@ -187,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     langs = (args.src_lang, args.tgt_lang) if args.src_lang and args.tgt_lang else None
     try:
-        ingest(args.corpus, spec, Limits(args.max_line_chars), args.out_dir,
-               HygieneConfig.from_dicts(section), langs)
+        ingest(args.corpus, spec, Limits(args.max_line_chars, args.max_quarantined_share),
+               args.out_dir, HygieneConfig.from_dicts(section), langs)
     except InputError as e:
         log.error("%s", e)
         return 2

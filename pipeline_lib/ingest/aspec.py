@@ -29,8 +29,8 @@ Spec keys (``corpora.<name>``)::
 
 ASPEC pairs are sentences extracted from paper abstracts, and the training files are sorted by
 alignment score, not by document: every pair is its own one-sentence document
-``<file name>:<line>`` with ``has_context = false`` (as ``ldc_sent``), so a context model cannot
-mistake the previous line for context. ``max_pairs`` counts lines read (kept or quarantined), so
+``<file name>:<line>`` (paths where names recur) with ``has_context = false`` (as ``ldc_sent``),
+so a context model cannot mistake the previous line for context. ``max_pairs`` counts lines read (kept or quarantined), so
 "the first 1.5 million pairs" of Deguchi et al. (Sec. 4.1) is ``max_pairs: 1500000`` over
 train-1 and train-2 whatever the quarantine holds. A line with another number of fields than
 its file's format (a truncated last line, a stray ``|||``) is quarantined as ``field_count``;
@@ -47,8 +47,8 @@ from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.tables import Split
 from pipeline_lib.ingest import Limits, SpecError
 from pipeline_lib.ingest.lines import (COUNT, PATHS, Segment, Text, as_list, emit_document,
-                                       fault_of, file_label, normalize, read_lines, reject,
-                                       splits)
+                                       fault_of, normalize, read_lines, reject, splits)
+from pipeline_lib.ingest.identity import relative_names
 from pipeline_lib.tables import Rejected, Sentence
 
 KEYS, REQUIRED = {"file": PATHS, "max_pairs": COUNT}, ("file",)
@@ -70,11 +70,7 @@ def _source(spec: dict) -> str:
 
 
 def _files(sub: dict) -> list[str]:
-    files = as_list(sub["file"])
-    # document ids are `<file name>:<line>`: two files of one name would share them
-    if len({file_label(p) for p in files}) != len(files):
-        raise SpecError(f"reader aspec: the files of a split need distinct names, got {files}")
-    return files
+    return as_list(sub["file"])
 
 
 def input_files(spec: dict) -> list[str]:
@@ -97,9 +93,10 @@ def _records(path: str, source: str) -> Iterator[tuple[int, Segment, bool]]:
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     source = _source(spec)
     for split, sub in splits(spec, KEYS, REQUIRED, PARALLEL):
+        labels = relative_names(_files(sub))
         lines = ((path, *rec) for path in _files(sub) for rec in _records(path, source))
         for path, no, seg, well_formed in islice(lines, sub.get("max_pairs")):
-            doc_id = f"{file_label(path)}:{no}"
+            doc_id = f"{labels[path]}:{no}"
             if not well_formed:
                 yield reject(corpus, seg, doc_id, IngestReason.FIELD_COUNT)
             else:

@@ -24,7 +24,7 @@ other language's file. Talks pair by ``<talkid>`` (by position where a file has 
 present on one side only, or whose sides differ in line count, is quarantined whole (both sides,
 each line at its own file and line), and so is a later talk repeating an id on either side
 (``duplicate_doc_id``: the first one pairs). Character references are decoded as in ``markup``. Document ids are the talk ids (as in the ``.xml`` files'
-``docid``), ``#<ordinal>`` where a file has none.
+``docid``), ``<file name>#<ordinal>`` where a file has none (see ``identity.relative_names``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Iterator
 
 from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import InputError, Limits, SpecError
+from pipeline_lib.ingest.identity import relative_names, unique_documents
 from pipeline_lib.ingest.lines import (PATHS, Segment, Text, as_list, emit_document, fault_of,
                                        normalize, read_lines, reject_all, reject_sides, splits)
 from pipeline_lib.ingest.markup import align, read_docs, reference_fault, unescape
@@ -88,15 +89,18 @@ def read_talks(path: str) -> list[Talk]:
     return talks
 
 
-def read_tags(corpus: str, split: str, src: str, tgt: str,
-              limits: Limits) -> Iterator[Sentence | Rejected]:
+def read_tags(corpus: str, split: str, src: str, tgt: str, limits: Limits,
+              label: str = "") -> Iterator[Sentence | Rejected]:
+    """Talks of one file pair; ``label`` names the source file in the ids of talks without a
+    talk id (``<label>#<ordinal>``), so that two files' first talks are two documents."""
     src_talks, tgt_talks = read_talks(src), read_talks(tgt)
+    ident = lambda talk: f"{label}{talk.key}" if talk.key.startswith("#") else talk.key
     by_key: dict[str, Talk] = {}
     for t in tgt_talks:  # the first talk of an id pairs; a later one is a duplicate
         by_key.setdefault(t.key, t)
     used: set[str] = set()
     for talk in src_talks:
-        doc_id = talk.key
+        doc_id = ident(talk)
         other = by_key.get(talk.key)
         if other is None or talk.key in used:
             reason = IngestReason.MISSING_REFERENCE if other is None else IngestReason.DUPLICATE_DOC_ID
@@ -113,16 +117,25 @@ def read_tags(corpus: str, split: str, src: str, tgt: str,
         yield from emit_document(corpus, split, doc_id, talk.segs, limits)
     for talk in tgt_talks:
         if talk.key not in used:
-            yield from reject_all(corpus, talk.segs, talk.key,
+            yield from reject_all(corpus, talk.segs, ident(talk),
                                   IngestReason.REFERENCE_WITHOUT_SOURCE)
         elif by_key[talk.key] is not talk:  # a second talk with that id in the target file
-            yield from reject_all(corpus, talk.segs, talk.key, IngestReason.DUPLICATE_DOC_ID)
+            yield from reject_all(corpus, talk.segs, ident(talk), IngestReason.DUPLICATE_DOC_ID)
 
 
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
+    """Each file pair's documents; a talk that an earlier file pair of the split already holds
+    (one talk in two test years, a year listed under two names) is quarantined
+    (``identity.unique_documents``): each pair is aligned on its own and cannot see it."""
+    yield from unique_documents(corpus, _read(corpus, spec, limits))
+
+
+def _read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     for split, sub in splits(spec, KEYS, REQUIRED):
-        for src, tgt in _pairs(sub):
+        pairs = _pairs(sub)
+        labels = relative_names([src for src, _ in pairs])
+        for src, tgt in pairs:
             if src.endswith(".xml"):
                 yield from align(corpus, split, read_docs(src), [read_docs(tgt)], limits)
             else:
-                yield from read_tags(corpus, split, src, tgt, limits)
+                yield from read_tags(corpus, split, src, tgt, limits, labels[src])

@@ -23,7 +23,9 @@ Spec keys (``corpora.<name>``)::
 
 ``ldc_doc`` pairs documents by docid and segments by seg id through ``markup.align`` (the code
 of reader ``sgml``). ``ldc_sent`` has no document boundaries: every line pair becomes its own
-one-sentence document ``<src file name>:<line>`` with ``has_context = false``, so that
+one-sentence document ``<src file name>:<line>`` with ``has_context = false`` (where two
+source files share a name, their paths below the folder holding them: ``identity.relative_names``),
+so that
 context-aware models and the report can tell missing context from a first sentence. Lists exist
 because a sentence-level training set often ships as several corpora (WMT14 En-De: Europarl,
 Common Crawl, News Commentary) that one training job reads together; a pair whose files differ
@@ -35,8 +37,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from pipeline_lib.ingest import Limits, SpecError
-from pipeline_lib.ingest.lines import (ENCODING, PATHS, REFS, as_list, emit_document, expand,
-                                       file_label, splits)
+from pipeline_lib.ingest.identity import relative_names, unique_documents
+from pipeline_lib.ingest.lines import ENCODING, PATHS, REFS, as_list, emit_document, expand, splits
 from pipeline_lib.ingest.markup import align, read_docs
 from pipeline_lib.ingest.plaintext import read_aligned, segment
 from pipeline_lib.tables import Rejected, Sentence
@@ -57,9 +59,6 @@ def _file_pairs(sub: dict) -> list[tuple[str, str]]:
     src, tgt = as_list(sub["src"]), as_list(sub["tgt"])
     if len(src) != len(tgt):
         raise SpecError(f"ldc_sent needs as many `tgt` files as `src` files, got {src} / {tgt}")
-    # document ids are `<src file name>:<line>`: two source files of one name would share them
-    if len({file_label(p) for p in src}) != len(src):
-        raise SpecError(f"ldc_sent source files must have distinct file names, got {src}")
     return list(zip(src, tgt))
 
 
@@ -74,8 +73,10 @@ def input_files(spec: dict) -> list[str]:
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     for split, sub in splits(spec, KEYS[spec["reader"]], REQUIRED):
         if spec["reader"] == "ldc_sent":
-            for src_path, tgt_path in _file_pairs(sub):
-                label = file_label(src_path)
+            pairs = _file_pairs(sub)
+            labels = relative_names([s for s, _ in pairs])
+            for src_path, tgt_path in pairs:
+                label = labels[src_path]
                 for src, tgt in read_aligned(src_path, tgt_path):
                     yield from emit_document(corpus, split, f"{label}:{src.no}",
                                              [segment(src, src_path, tgt, tgt_path)], limits,
@@ -84,4 +85,6 @@ def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejecte
             enc = sub.get("src_encoding", "utf-8")
             src_docs = [d for path in expand(sub["src"]) for d in read_docs(path, encoding=enc)]
             ref_sets = [[d for path in ref for d in read_docs(path)] for ref in _ref_sets(sub)]
-            yield from align(corpus, split, src_docs, ref_sets, limits)
+            # align finds a docid repeated across files; the same document under another id
+            # in another file is found by content
+            yield from unique_documents(corpus, align(corpus, split, src_docs, ref_sets, limits))

@@ -19,6 +19,16 @@ that every kept row can name the file and line it came from. What decoding check
   line of gigabytes): its start is kept for the quarantine record (``too_long``), the rest is
   skipped.
 
+A file that is mostly quarantined is not a corpus with some bad lines but the wrong file, or the
+right one read wrongly (an ``.xz`` given as text, UTF-8 read as GB18030): its few "good" lines are
+fragments of binary or mojibake. ``read_lines`` counts the non-blank lines of each file and
+``check_files`` (called by ``python -m pipeline_lib.ingest`` after each read) makes a file whose
+quarantined share passes ``ingest.max_quarantined_share``, or, keeping fewer than
+``MIN_GOOD_LINES`` lines, loses more than it keeps, an ``InputError`` saying what the bytes look
+like (``diagnose``); so does a file read as one sentence per line with a tab between text in
+most lines (a TSV release given as one side: it loses no line, every source keeps the other
+language). A file of NUL bytes (preallocated, never written) is said to be that, not UTF-32.
+
 Invisible characters that carry no text (zero-width space, word joiner, bidi embeddings,
 overrides, isolates and marks) are removed when a side is normalised and counted
 (``IngestRepair.INVISIBLE``); a line holding nothing else is then empty. Zero-width (non-)joiners
@@ -45,6 +55,7 @@ from typing import IO, Iterable, Iterator
 from pipeline_lib.ingest.reasons import IngestReason, IngestRepair
 from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits, SpecError
+from pipeline_lib.ingest.identity import distinct_files
 from pipeline_lib.tables import Rejected, Sentence
 
 STAGE = "ingest"
@@ -104,7 +115,11 @@ def wide_encoding(head: bytes) -> str | None:
 
 
 def check_encoding(path: str, head: bytes) -> None:
-    """Refuse a file whose first bytes say it is not UTF-8 (see ``wide_encoding``)."""
+    """Refuse a file whose first bytes say it is not UTF-8 (see ``wide_encoding``); a file of
+    NUL bytes only (preallocated, never written) is said to be that: it is not UTF-32 text."""
+    if head and not head.strip(b"\0"):
+        raise InputError(path, None, f"is zero-filled (the first {len(head)} bytes are all NUL): "
+                                     "a preallocated or interrupted download? Fetch it again")
     if (looks := wide_encoding(head)) is not None:
         name = looks.split()[0]
         hint = f", e.g. iconv -f {name} -t UTF-8" if name.startswith("UTF") else ""
@@ -133,6 +148,131 @@ def note_repair(repair: IngestRepair, n: int = 1) -> None:
     counter = _repairs.get()
     if counter is not None:
         counter[repair.value] += n
+
+
+# below this many kept lines a share means little (1 bad line of 4 is 25 %): such a file stops
+# only when it loses more lines than it keeps (an .xz read as text keeps a handful of fragments)
+MIN_GOOD_LINES = 50
+DIAGNOSE_BYTES = 1 << 16  # what ``diagnose`` looks at
+# quarantined by choice (config), not for what the file holds: not counted by check_files
+SET_ASIDE = {IngestReason.DOC_TYPE_EXCLUDED.value}
+_MAGIC = [(re.compile(rb"\x1f\x8b"), "gzip", "gzip -d"),
+          (re.compile(rb"\xfd7zXZ\x00"), "xz", "xz -d"),
+          (re.compile(rb"BZh[1-9]1AY&SY"), "bzip2", "bunzip2"),
+          (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", "zstd -d"),
+          (re.compile(rb"PK\x03\x04"), "zip", "unzip")]
+# tried in this order when the bytes do not decode as the encoding read (ASCII-compatible only:
+# UTF-16/32 are refused before, by check_encoding)
+COMMON_ENCODINGS = ("utf-8", "gb18030", "big5", "shift_jis", "euc-kr", "cp1252")
+_TSV = re.compile(r"\S\t+\S")
+_TAG_LINE = re.compile(r"\s*</?[A-Za-z!?][^>]*>")
+
+
+@dataclass
+class _FileCount:
+    encoding: str
+    lines: int = 0     # non-blank lines read
+    tabbed: int = 0    # lines without a fault in which a tab separates text
+
+
+_files: ContextVar[dict[str, _FileCount] | None] = ContextVar("ingest_files", default=None)
+
+
+@contextmanager
+def counting_files() -> Iterator[dict[str, _FileCount]]:
+    """Count the non-blank lines of each file ``read_lines`` reads while the block runs, for
+    ``check_files``; a context variable for the reason ``counting_repairs`` gives."""
+    counts: dict[str, _FileCount] = {}
+    token = _files.set(counts)
+    try:
+        yield counts
+    finally:
+        _files.reset(token)
+
+
+def _share(lines: list, match) -> float:
+    return sum(1 for ln in lines if match(ln)) / max(len(lines), 1)
+
+
+def diagnose(path: str, encoding: str = "utf-8") -> str:
+    """What a mostly quarantined file's first bytes look like: compressed (magic bytes), zero-
+    filled, text in another encoding (the common ones that decode it), tab-separated columns, or
+    markup; else that they look like none of these."""
+    try:
+        with open_input(path) as f:
+            head = f.read(DIAGNOSE_BYTES)
+    except (OSError, EOFError, zlib.error) as e:
+        return f"cannot read it again: {e}"
+    for magic, name, tool in _MAGIC:
+        if m := magic.match(head):
+            shown = head[:min(m.end(), 6)].hex(" ").upper()
+            return (f"it is {name}-compressed (magic bytes {shown}): decompress it first, e.g. "
+                    f"{tool} (only .gz files are read compressed)")
+    if head.count(0) >= 0.9 * len(head):
+        return (f"it is zero-filled ({head.count(0)} of its first {len(head)} bytes are NUL): a "
+                "preallocated or interrupted download? Fetch it again")
+    text = head[:head.rfind(b"\n") + 1] or head   # whole lines: no character cut in two
+    read_as = codecs.lookup(encoding).name
+    try:
+        text.decode(read_as)
+    except UnicodeDecodeError:   # stray bad bytes are not another encoding: name one that fits all
+        fits = []
+        for name in COMMON_ENCODINGS:
+            if codecs.lookup(name).name == read_as:
+                continue
+            try:
+                decoded = text.decode(name)
+            except UnicodeDecodeError:
+                continue
+            if not CONTROL.search(decoded.replace("\r\n", "\n")):
+                fits.append(name)
+        if fits[:1] == ["utf-8"]:
+            return (f"it is not {encoding} text but decodes as utf-8: read it as UTF-8 (leave "
+                    "out its encoding key, e.g. src_encoding)")
+        if fits:
+            return (f"it is not {encoding} text but decodes as {fits[0]}: give the reader its "
+                    f"encoding (e.g. src_encoding) or convert it, e.g. iconv -f {fits[0]} -t "
+                    "UTF-8")
+    decoded = text.decode(read_as, errors="replace")
+    if decoded.count("\ufffd") + len(CONTROL.findall(decoded)) > 0.05 * len(decoded):
+        return (f"it is not text in {encoding} nor in any of {', '.join(COMMON_ENCODINGS)}: "
+                "binary data?")
+    lines = [ln for ln in decoded.splitlines() if ln.strip()]
+    if _share(lines, _TSV.search) > 0.5:
+        return ("a tab separates text in most lines: columns of a tab-separated release? Give "
+                "each column its own file (e.g. cut -f1 FILE, cut -f2 FILE)")
+    if _share(lines, _TAG_LINE.match) > 0.5:
+        return ("most lines are markup (<tag ...>): a reader for that format (sgml, wmt_xml, "
+                "iwslt, mono_sgml)?")
+    return "its bytes look like none of: compressed, zero-filled, another encoding, TSV, markup"
+
+
+def check_files(quarantined: dict[str, Counter], max_share: float,
+                sentence_files: Iterable[str] = ()) -> None:
+    """Stop at a file read by ``read_lines`` (while ``counting_files`` runs) of which more than
+    ``max_share`` of the non-blank lines were quarantined (``quarantined``: file -> reasons,
+    ``SET_ASIDE`` left out), or which, keeping fewer than ``MIN_GOOD_LINES``, loses more lines
+    than it keeps: kept, its few "good" lines would be fragments of binary or mojibake (module
+    docstring). Of ``sentence_files`` (one sentence per line: plaintext, ldc_sent, mono_text),
+    one with a tab between text in most lines is refused too: a TSV release given as one side
+    loses no line, it keeps the other language inside every sentence."""
+    sentence_files = set(sentence_files)
+    counts = _files.get() or {}
+    for path, count in counts.items():
+        reasons = quarantined.get(path)
+        bad = min(sum(reasons.values()), count.lines) if reasons else 0
+        good = count.lines - bad
+        if bad > (max_share * count.lines if good >= MIN_GOOD_LINES else good):
+            why = (f"more than ingest.max_quarantined_share ({max_share:g})"
+                   if good >= MIN_GOOD_LINES else f"more than the {good} kept")
+            raise InputError(path, None, f"{bad} of its {count.lines} lines were quarantined "
+                                         f"({dict(reasons.most_common(3))}), {why}: "
+                                         f"{diagnose(path, count.encoding)}")
+    for path, count in counts.items():
+        if path in sentence_files and count.tabbed > count.lines / 2:
+            raise InputError(path, None, f"{count.tabbed} of its {count.lines} lines hold a tab "
+                                         f"between text, but it is read as one sentence per "
+                                         f"line: {diagnose(path, count.encoding)}")
 
 
 _KINDS = [(stat.S_ISFIFO, "a named pipe (FIFO): reading it would wait for a writer for ever"),
@@ -202,7 +342,11 @@ def _raw_lines(f: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
 def read_lines(path: str, encoding: str = "utf-8") -> Iterator[Line]:
     """Lines of a UTF-8 file (or of ``encoding``, an ASCII-compatible one such as the GB18030 and
     Big5 of older LDC Chinese releases, whose bytes never contain a line feed inside a
-    character) without their line ends (LF or CRLF), 1-based numbers."""
+    character) without their line ends (LF or CRLF), 1-based numbers. Its non-blank lines are
+    counted for ``check_files`` while ``counting_files`` runs."""
+    counts = _files.get()
+    if counts is not None:
+        counts[path] = _FileCount(encoding)
     with open_input(path) as f:
         try:
             head = f.read(SNIFF_BYTES)
@@ -215,9 +359,13 @@ def read_lines(path: str, encoding: str = "utf-8") -> Iterator[Line]:
             for no, (raw, overlong) in enumerate(_raw_lines(f), 1):
                 if overlong:
                     text = raw[:RECORD_CHARS].decode(encoding, errors="replace")
-                    yield Line(no, f"{text} ...", IngestReason.TOO_LONG)
+                    line = Line(no, f"{text} ...", IngestReason.TOO_LONG)
                 else:
-                    yield decode(raw.rstrip(b"\r\n"), no, path, encoding)
+                    line = decode(raw.rstrip(b"\r\n"), no, path, encoding)
+                if counts is not None and raw.strip():
+                    counts[path].lines += 1
+                    counts[path].tabbed += line.fault is None and bool(_TSV.search(line.text))
+                yield line
         except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt .gz
             raise InputError(path, None, f"cannot read: {e}") from None
 
@@ -291,13 +439,15 @@ def splits(spec: dict, keys: dict[str, str], required: tuple[str, ...] = ("src",
 
     ``keys`` maps each key a reader takes to what it may hold (``PATH``, ``TEXT``...). Unknown
     split names and keys and values of the wrong kind are refused rather than ignored: a
-    misspelt ``docids`` would otherwise silently fall back to blank-line documents.
+    misspelt ``docids`` would otherwise silently fall back to blank-line documents. A file that
+    two places name, in one split or two, is refused too (``identity.distinct_files``).
     """
     names = {s.value for s in allowed}
     keys = {**keys, ALLOW_EMPTY: FLAG}
     reader = spec.get("reader")
     if not isinstance(spec.get("splits"), dict) or not spec["splits"]:
         raise SpecError(f"reader {reader!r} needs a non-empty `splits` mapping")
+    distinct_files(spec["splits"], {k for k, kind in keys.items() if kind in (PATH, PATHS, REFS)})
     for name, sub in spec["splits"].items():
         if name not in names:
             raise SpecError(f"split {name!r} is not one of {sorted(names)} for reader {reader!r}")

@@ -15,6 +15,14 @@ so an open one at the end of the file means the file was cut short, and closing 
 would keep half a segment (or pair a half document) as if it were whole; the error names the
 line where the open element began.
 
+A segment is never cut. A paragraph or headline tag (``<p>``, ``</p>``, ``<hl>``...) met inside an
+open ``<seg>`` ends it only if the segment was left open, i.e. only tags and spaces follow it up
+to the next segment or document. Where the segment's own ``</seg>`` or more text follows, the tag
+was inside it (a raw ``<p>`` in the text, an escape the release forgot), and the whole segment,
+tag included, is quarantined (``markup_in_segment``) rather than kept as two halves, the first
+paired with a whole reference and the rest dropped. Other tags inside a segment are inline
+markup: dropped, their text kept.
+
 Document ids must be unique within a set: where a source or a reference repeats one, its first
 document is the one paired and the later ones are quarantined (``duplicate_doc_id``).
 
@@ -47,6 +55,8 @@ _NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 SETS = {"srcset", "refset", "tstset"}
 # closing one of these also closes a segment left open inside it
 BLOCKS = {"p", "hl", "text", "body", "headline", "dateline", "doc", *SETS}
+# ... unless the segment's own </seg> follows: then the tag was inside it (module docstring)
+IN_SEG_BLOCKS = BLOCKS - {"doc", *SETS}
 
 
 def _code(name: str) -> int:
@@ -143,6 +153,18 @@ class Doc:
         return [Text(s.text, self.file, s.line, s.fault) for s in self.segs]
 
 
+@dataclass
+class _Cut:
+    """A block tag (``IN_SEG_BLOCKS``) met inside an open segment: it ends a segment left open,
+    unless the segment's ``</seg>`` follows or text does (see the module docstring), so what
+    comes after it is held apart until that is known."""
+
+    line: int
+    tail: list[str] = field(default_factory=list)   # raw text and tags after it
+    fault: Fault | None = None                       # the first fault of a line after it
+    text: bool = False                               # text, not only tags and spaces, after it
+
+
 def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[Doc]:
     """All documents of a file; text outside ``seg_tag`` elements (headers, titles) is skipped.
     ``encoding``: the file's (UTF-8 unless a release says otherwise, see ``lines.read_lines``)."""
@@ -152,24 +174,39 @@ def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[
     doc: Doc | None = None
     seg: Seg | None = None
     parts: list[str] = []
+    cut: _Cut | None = None      # a block tag met inside the open segment
     last: Line | None = None
     comment: int | None = None   # line where a comment still open began
 
-    def close_seg() -> None:
-        nonlocal seg
+    def close_seg(whole: bool = False) -> None:
+        """End the open segment: at the block tag that interrupted it (it was left open), or,
+        where its ``</seg>`` came (``whole``) or text followed the tag, with the tag and what
+        follows it, quarantined as markup: never cut in two."""
+        nonlocal seg, cut
         if seg is not None:
+            if cut is not None and (whole or cut.text):
+                parts.extend(cut.tail)
+                seg.fault = seg.fault or cut.fault or Fault(IngestReason.MARKUP_IN_SEGMENT, cut.line)
             raw = "".join(parts)
             seg.fault = seg.fault or reference_fault(raw, seg.line)
             seg.text = normalize(unescape(raw))
             doc.segs.append(seg)
             seg = None
         parts.clear()
+        cut = None
 
-    def add(text: str) -> None:
-        """Text of the open segment; past MAX_LINE_BYTES it is too long and no longer kept."""
-        if sum(map(len, parts)) < MAX_LINE_BYTES:
-            parts.append(text)
-        elif seg.fault is None:
+    def add(text: str, fault: Fault | None = None, tag: bool = False) -> None:
+        """Text of the open segment (after a block tag met in it: held apart, see ``_Cut``);
+        past MAX_LINE_BYTES it is too long and no longer kept."""
+        held = parts if cut is None else cut.tail
+        if cut is not None:
+            cut.fault = cut.fault or fault
+            cut.text = cut.text or (not tag and not text.isspace() and text != "")
+        elif fault is not None:
+            seg.fault = seg.fault or fault
+        if sum(map(len, held)) < MAX_LINE_BYTES:
+            held.append(text)
+        elif seg.fault is None and cut is None:
             seg.fault = Fault(IngestReason.TOO_LONG, seg.line)
 
     for line in read_lines(path, encoding):
@@ -185,11 +222,16 @@ def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[
         pos = 0
         for m in TAG.finditer(text):
             if seg is not None:
-                add(text[pos:m.start()])
-                seg.fault = seg.fault or fault
+                add(text[pos:m.start()], fault)
             pos = m.end()
             closing, name = m.group(1) == "/", m.group(2).lower()
-            if name == seg_tag and not closing:
+            if seg is not None and name in IN_SEG_BLOCKS and name != seg_tag:
+                if cut is None:   # see the module docstring
+                    cut = _Cut(line.no)
+                add(m.group(0), fault, tag=True)
+            elif name == seg_tag and closing:
+                close_seg(whole=True)
+            elif name == seg_tag and not closing:
                 if doc is None:
                     raise InputError(path, line.no, f"<{seg_tag}> outside any <doc>")
                 close_seg()
@@ -211,11 +253,12 @@ def read_docs(path: str, seg_tag: str = "seg", encoding: str = "utf-8") -> list[
                     open_set = None
             # any other tag inside a segment is inline markup: dropped, its text kept
         if seg is not None:
-            add(text[pos:] + " ")
-            seg.fault = seg.fault or fault
+            add(text[pos:] + " ", fault)
     if comment is not None:
         raise InputError(path, comment, "a comment (<!--) opened here is never closed; the file "
                                         "ends inside it: truncated?")
+    if cut is not None:   # a segment left open before a paragraph end, and the file ends
+        close_seg()
     _check_complete(path, last, seg, seg_tag, doc, open_set)
     close_seg()
     if not docs:

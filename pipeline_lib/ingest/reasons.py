@@ -17,6 +17,7 @@ class IngestReason(str, Enum):
     SEG_ID_MISMATCH = "segment_id_mismatch"            # same length, but different <seg id>s
     DUPLICATE_SEG_ID = "duplicate_segment_id"
     DUPLICATE_DOC_ID = "duplicate_doc_id"
+    DUPLICATE_DOC_CONTENT = "duplicate_doc_content"    # another file (union part) of the split has it
     MISSING_DOC_ID = "missing_doc_id"
     MISSING_REFERENCE = "missing_reference"            # no target document for this source document
     REFERENCE_WITHOUT_SOURCE = "reference_without_source"
@@ -26,6 +27,7 @@ class IngestReason(str, Enum):
     FIELD_COUNT = "field_count"                        # a ` ||| ` line (ASPEC) with the wrong fields
     INVALID_REFERENCE = "invalid_character_reference"  # &#xD800; (a surrogate), &#x110000;
     UNRESOLVED_ENTITY = "unresolved_entity"            # wmt_xml: an external or skipped entity
+    MARKUP_IN_SEGMENT = "markup_in_segment"            # a <p> (block tag) inside a closed <seg>
 
 
 class HygieneReason(str, Enum):

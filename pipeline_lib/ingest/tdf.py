@@ -19,22 +19,28 @@ Spec keys (``corpora.<name>``)::
         src: LDC2009T15/data/source/*.tdf          # path, glob, or list of them
         tgt: LDC2009T15/data/translation/*.tdf     # the translations, paired with src by stem
 
-A source file and its translation are one document, id = the stem. Their segments pair in order
-and must carry the same ``segment`` ids: a translation with another number of segments puts the
-whole document in quarantine (``segment_count_mismatch``), a pair whose ids differ
-``segment_id_mismatch``, a line without 13 fields ``field_count``; a source file without a
-translation is ``missing_reference``, a translation without a source ``reference_without_source``.
+A source file and its translation are one document (paired by stem, and by release where a stem
+recurs: see ``pair_files``), its id the stem, or where sources of the split share a stem, the
+source's path below the folder holding them, without ``.tdf`` (see ``doc_ids``); a document
+whose content an earlier file of the split holds is ``duplicate_doc_content``. Their segments
+pair in order and must carry the same ``segment`` ids: a translation with another number of
+segments puts the whole document in quarantine (``segment_count_mismatch``), a pair whose ids
+differ ``segment_id_mismatch``, a line without 13 fields ``field_count``; a source file without
+a translation is ``missing_reference``, a translation without a source
+``reference_without_source``.
 A file whose first line is not the field declaration is an ``InputError``: it is not TDF.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
 from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits
+from pipeline_lib.ingest.identity import relative_names, unique_documents
 from pipeline_lib.ingest.lines import (PATHS, Segment, Text, emit_document, expand, fault_of,
                                        normalize, read_lines, reject, reject_all, reject_sides,
                                        splits)
@@ -80,9 +86,8 @@ def segments(path: str) -> Iterator[tuple[str | None, Text]]:
                                                 fault_of(line))
 
 
-def read_pair(corpus: str, split: str, src_path: str, tgt_path: str,
+def read_pair(corpus: str, split: str, src_path: str, tgt_path: str, doc_id: str,
               limits: Limits) -> Iterator[Sentence | Rejected]:
-    doc_id = stem(src_path)
     src, tgt = list(segments(src_path)), list(segments(tgt_path))
     bad = [t for sid, t in src + tgt if sid is None]
     for text in bad:
@@ -103,16 +108,58 @@ def read_pair(corpus: str, split: str, src_path: str, tgt_path: str,
     yield from emit_document(corpus, split, doc_id, kept, limits)
 
 
+def doc_ids(paths: list[str]) -> dict[str, str]:
+    """Document id of each file: its stem, or, where several of ``paths`` share it, its path
+    relative to the folder that holds them (``identity.relative_names``), without ``.eng.tdf`` /
+    ``.tdf``. Unique by construction, where the stem is not: ``p1/source/CNR_001.tdf`` and
+    ``p2/source/CNR_001.tdf`` are two documents."""
+    return {p: str(Path(rel).with_name(stem(p))) for p, rel in relative_names(paths, stem).items()}
+
+
+def pair_files(sources: list[str], translations: list[str]) -> tuple[list[tuple[str, str | None]],
+                                                                       list[str]]:
+    """``(source, its translation or None)`` in source order, and the translations left over.
+
+    Files pair by stem. Where a stem is not unique (several releases in one split), a source
+    pairs with the translation of its own release, the folder two levels up (LDC's
+    ``<release>/data/source/X.tdf`` and ``<release>/data/translation/X.eng.tdf``); files that
+    still do not pair one to one are left unpaired (quarantined), never overwritten."""
+    by_stem: dict[str, tuple[list[str], list[str]]] = defaultdict(lambda: ([], []))
+    for side, paths in enumerate((sources, translations)):
+        for p in paths:
+            by_stem[stem(p)][side].append(p)
+    release = lambda p: Path(p).resolve().parent.parent
+    mate: dict[str, str] = {}
+    for srcs, tgts in by_stem.values():
+        if len(srcs) == 1 and len(tgts) == 1:
+            mate[srcs[0]] = tgts[0]
+            continue
+        for s in srcs:
+            same = [t for t in tgts if release(t) == release(s)]
+            if len(same) == 1 and [x for x in srcs if release(x) == release(s)] == [s]:
+                mate[s] = same[0]
+    used = set(mate.values())
+    return [(s, mate.get(s)) for s in sources], [t for t in translations if t not in used]
+
+
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
+    """Each file pair a document; one whose content an earlier file of the split holds (a file
+    shipped twice under two names) is quarantined (``identity.unique_documents``)."""
+    yield from unique_documents(corpus, _read(corpus, spec, limits))
+
+
+def _read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
     for split, sub in splits(spec, KEYS, REQUIRED, PARALLEL):
-        sources = {stem(p): p for p in expand(sub["src"])}
-        translations = {stem(p): p for p in expand(sub["tgt"])}
-        for name, src_path in sources.items():
-            if name in translations:
-                yield from read_pair(corpus, split, src_path, translations[name], limits)
+        sources, translations = expand(sub["src"]), expand(sub["tgt"])
+        src_ids, tgt_ids = doc_ids(sources), doc_ids(translations)
+        paired, orphans = pair_files(sources, translations)
+        for src_path, tgt_path in paired:
+            if tgt_path is not None:
+                yield from read_pair(corpus, split, src_path, tgt_path, src_ids[src_path], limits)
             else:
                 segs = [Segment(t) for sid, t in segments(src_path)]
-                yield from reject_all(corpus, segs, name, IngestReason.MISSING_REFERENCE)
-        for name in sorted(translations.keys() - sources.keys()):
-            texts = [t for _, t in segments(translations[name])]
-            yield from reject_sides(corpus, texts, name, IngestReason.REFERENCE_WITHOUT_SOURCE)
+                yield from reject_all(corpus, segs, src_ids[src_path], IngestReason.MISSING_REFERENCE)
+        for tgt_path in sorted(orphans, key=tgt_ids.get):
+            texts = [t for _, t in segments(tgt_path)]
+            yield from reject_sides(corpus, texts, tgt_ids[tgt_path],
+                                    IngestReason.REFERENCE_WITHOUT_SOURCE)

@@ -15,17 +15,22 @@ Spec keys (``corpora.<name>``)::
         splits: {train: {src: LDC2009T15/data/source/*.tdf, tgt: LDC2009T15/data/translation/*.tdf}}
 
 The parts are read in order into the one ``docs.parquet``; every part's records keep their own
-files and lines. A document id that an earlier part already used in the same split is
-quarantined (``duplicate_doc_id``): two releases must not merge into one document. An empty
-split is an error only when no part of the union fills it.
+files and lines. A document's id is its part's id under the part's number (``part1/XIN0001``,
+``part2/train.es#000000``): two releases must not merge into one document, and two that name
+their files alike must not collide. A document of a later part with the same content (segments,
+in order, both sides) as one of an earlier part in the same split is quarantined
+(``duplicate_doc_content``): a release shipped twice, or a document two releases share. An
+empty split is an error only when no part of the union fills it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import Limits, SpecError, reader_module
+from pipeline_lib.ingest.identity import content_key
 from pipeline_lib.tables import Rejected, Sentence
 
 READER = "union"
@@ -46,19 +51,41 @@ def input_files(spec: dict) -> list[str]:
     return [f for p in parts(spec) for f in reader_module(p.get("reader")).input_files(p)]
 
 
+def part_id(index: int, doc_id: str) -> str:
+    """A document id in the union: the part's (1-based ``index``) id under the part's number, so
+    that two releases that both name a file ``train.es`` (plaintext's ``train.es#000000``) or a
+    document ``XIN0001`` stay two documents, unique by construction."""
+    return f"part{index}/{doc_id}"
+
+
 def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejected]:
-    """Every part in order; a document id seen in an earlier part is a duplicate."""
+    """Every part in order, its document ids under its number (``part_id``); a document whose
+    content an earlier part already holds in the same split is quarantined."""
     earlier: set[tuple[str, str]] = set()
-    for p in parts(spec):
+    for index, p in enumerate(parts(spec), 1):
         mine: set[tuple[str, str]] = set()
-        for item in reader_module(p.get("reader")).read(corpus, p, limits):
-            if isinstance(item, Sentence):
-                key = (item.split, item.doc_id)
+        doc: list[Sentence] = []
+
+        def flush() -> Iterator[Sentence | Rejected]:
+            key = content_key(doc[0].split, [(s.src, tuple(s.tgt or ())) for s in doc])
+            for s in doc:
                 if key in earlier:
-                    yield Rejected("ingest", corpus, item.origin_file, item.origin_line,
-                                   item.doc_id, IngestReason.DUPLICATE_DOC_ID.value,
-                                   " ||| ".join([item.src, *(item.tgt or [])]))
-                    continue
-                mine.add(key)
-            yield item
+                    yield Rejected("ingest", corpus, s.origin_file, s.origin_line, s.doc_id,
+                                   IngestReason.DUPLICATE_DOC_CONTENT.value,
+                                   " ||| ".join([s.src, *(s.tgt or [])]))
+                else:
+                    yield s
+            mine.add(key)
+            doc.clear()
+
+        for item in reader_module(p.get("reader")).read(corpus, p, limits):
+            item = replace(item, doc_id=part_id(index, item.doc_id))
+            if isinstance(item, Rejected):   # the quarantine's order is its own
+                yield item
+                continue
+            if doc and (item.split, item.doc_id) != (doc[0].split, doc[0].doc_id):
+                yield from flush()
+            doc.append(item)
+        if doc:
+            yield from flush()
         earlier |= mine

@@ -5,6 +5,7 @@ cache (history) and cross-task (both units)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -87,3 +88,72 @@ def test_clear_errors(tiny_pipeline, tmp_path):
     assert tag.returncode == 2 and b"no tag <2fr>" in tag.stderr
     wrong = _translate(model, "--target-lang", "es", stdin=b"Hola.\n")
     assert wrong.returncode == 2 and b"translates into <2en>" in wrong.stderr
+
+
+@pytest.fixture(scope="module")
+def random_checkpoint(tmp_path_factory):
+    """A checkpoint folder of an untrained transformer (64 positions) with a real sentencepiece
+    model: enough for what ``translate`` checks before and around decoding, without the tiny
+    pipeline's training run."""
+    import random
+
+    import sentencepiece as spm
+    import torch
+
+    from pipeline_lib.checkpoint import save_checkpoint
+    from pipeline_lib.models import ModelConfig, build_model
+    from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
+
+    d = tmp_path_factory.mktemp("random_model")
+    rng = random.Random(0)
+    words = ["casa", "perro", "gato", "verde", "rojo", "grande", "la", "el", "come", "es"]
+    (d / "text.txt").write_text("\n".join(" ".join(rng.choices(words, k=6)) for _ in range(300)))
+    spm.SentencePieceTrainer.train(input=str(d / "text.txt"), model_prefix=str(d / "m"),
+                                   vocab_size=30, pad_id=PAD_ID, unk_id=1, bos_id=BOS_ID,
+                                   eos_id=EOS_ID, minloglevel=2)
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=30, d_model=16, n_heads=2, d_ff=32, enc_layers=1, dec_layers=1,
+                      dropout=0.0, max_len=64)
+    model = build_model(cfg)
+    return save_checkpoint(d / "final", model.state_dict(), cfg.to_dict(), spm_model=d / "m.model")
+
+
+@pytest.mark.parametrize("text,where", [(b"La casa es verde.\nEl perro\x00 come.\n", b"stdin:2:"),
+                                        (b"El gato\x1b[31m come.\n", b"stdin:1:"),
+                                        ("La casa\u009b es roja.\n".encode(), b"stdin:1:")])
+def test_control_characters_are_refused_with_their_line(random_checkpoint, text, where):
+    """NUL, ESC, C1: what ingestion quarantines (control_character) is refused, not translated."""
+    out = _translate(str(random_checkpoint), *SEARCH, stdin=text)
+    assert out.returncode == 2 and where in out.stderr and b"control character" in out.stderr, \
+        out.stderr.decode()[-2000:]
+    assert out.stdout == b""
+
+
+def test_control_characters_in_a_file_name_the_file(random_checkpoint, tmp_path):
+    src = tmp_path / "in.es"
+    src.write_bytes(b"La casa.\n\nEl perro come.\nEl gato\x07 come.\n")
+    out = _translate(str(random_checkpoint), "-i", str(src), *SEARCH)
+    assert out.returncode == 2 and f"{src}:4: control character U+0007".encode() in out.stderr
+
+
+def test_a_line_longer_than_the_models_positions_is_refused_not_cut(random_checkpoint):
+    long = " ".join(["la casa es verde y el perro come"] * 40)   # some 300 pieces; 64 positions
+    out = _translate(str(random_checkpoint), *SEARCH, stdin=f"El gato.\n\n{long}\n".encode())
+    assert out.returncode == 2 and b"stdin:3:" in out.stderr and b"the model reads" in out.stderr, \
+        out.stderr.decode()[-2000:]
+    ok = _translate(str(random_checkpoint), *SEARCH, stdin=b"El gato.\n\nLa casa es verde.\n")
+    assert ok.returncode == 0, ok.stderr.decode()[-2000:]
+    assert len(ok.stdout.decode().split("\n")[:-1]) == 3
+
+
+def test_a_reader_quarantines_control_characters_and_says_how_many(random_checkpoint, tmp_path):
+    """Through ``--reader`` the reader's own quarantine applies; its count is on stderr."""
+    src, tgt = tmp_path / "test.es", tmp_path / "test.en"
+    src.write_bytes(b"La casa es verde.\nEl perro\x00 come.\nEl gato come.\n")
+    tgt.write_bytes(b"The house is green.\nThe dog eats.\nThe cat eats.\n")
+    spec = {"splits": {"test": {"src": str(src), "tgt": str(tgt)}}}
+    out = _translate(str(random_checkpoint), *SEARCH, "--reader", "plaintext", "--spec",
+                     json.dumps(spec))
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert b"quarantined 1 records" in out.stderr and b"'control_character': 1" in out.stderr
+    assert len(out.stdout.decode().split("\n")[:-1]) == 2

@@ -77,7 +77,9 @@ CLIS = {
         "stop_top_k": "score.consistency_stop_top_k", "min_chars": "score.consistency_min_chars"},
     ("pipeline_lib.evaluate.discourse", "contrastive"): {
         "max_examples": "score.discourse_max_examples"},
-    ("pipeline_lib.ingest.__main__", None): {"max_line_chars": "ingest.max_line_chars"},
+    ("pipeline_lib.ingest.__main__", None): {"max_line_chars": "ingest.max_line_chars",
+                                             "max_quarantined_share":
+                                                 "ingest.max_quarantined_share"},
     ("pipeline_lib.ingest.download", "get"): {
         "retries": "downloads.retries", "timeout_s": "downloads.timeout_s"},
     ("pipeline_lib.parse.dependencies", "shard"): {

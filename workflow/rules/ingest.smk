@@ -19,6 +19,7 @@ rule ingest_corpus:
         # the corpus's config entry as one JSON argument (also a rerun trigger)
         spec=lambda wc: json.dumps(config["corpora"][wc.corpus], sort_keys=True),
         max_line_chars=config["ingest"]["max_line_chars"],
+        max_quarantined_share=config["ingest"]["max_quarantined_share"],
         hygiene=json.dumps(config["hygiene"], sort_keys=True),
         src_lang=config["src_lang"],
         tgt_lang=config["tgt_lang"],
@@ -29,5 +30,6 @@ rule ingest_corpus:
     shell:
         "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --spec {params.spec:q}"
         " --max-line-chars {params.max_line_chars} --hygiene {params.hygiene:q}"
+        " --max-quarantined-share {params.max_quarantined_share}"
         " --src-lang {params.src_lang} --tgt-lang {params.tgt_lang}"
         " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"

@@ -101,7 +101,6 @@ def test_unreadable_files_are_input_errors(tmp_path):
     (spec(test={"src": "test.txt"}), "has no key"),
     (spec(test={"file": "test.txt", "max_pairs": 0}), "a positive integer"),
     (spec(test={"file": "test.txt", "max_pairs": "10"}), "a positive integer"),
-    (spec(train={"file": ["a/train-1.txt", "b/train-1.txt"]}), "distinct names"),
     (spec(mono={"file": "x.txt"}), "is not one of"),
 ])
 def test_entries_the_reader_cannot_use_are_refused(entry, says):

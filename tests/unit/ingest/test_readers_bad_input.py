@@ -238,7 +238,9 @@ def test_5_fault_on_a_later_line_of_a_segment_names_that_line(tmp_path):
 
 def test_6_error_in_the_middle_of_ingestion_leaves_no_partial_output(tmp_path, caplog):
     good = {"src": str(IWSLT_EN), "tgt": str(IWSLT_DE)}
-    broken = {"src": str(cut(IWSLT_EN, tmp_path, b"two slides. </seg>\n")), "tgt": str(IWSLT_DE)}
+    de = tmp_path / "test.de.xml"   # a file is read once per corpus: test's own copy
+    de.write_bytes(IWSLT_DE.read_bytes())
+    broken = {"src": str(cut(IWSLT_EN, tmp_path, b"two slides. </seg>\n")), "tgt": str(de)}
     out = tmp_path / "out"
     rc, log = cli({"reader": "iwslt", "splits": {"dev": good, "test": broken}}, out, caplog)
     assert rc == 2 and "never closed" in log

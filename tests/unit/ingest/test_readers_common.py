@@ -135,8 +135,11 @@ def test_cli_writes_docs_quarantine_and_manifest(tmp_path: Path):
 
 
 def test_cli_reports_unreadable_input_with_exit_code(tmp_path: Path):
+    ref = tmp_path / "ref" / "broken.sgm"   # a file is read once per corpus: a copy as reference
+    ref.parent.mkdir()
+    ref.write_bytes((DATA / "sgml" / "broken.sgm").read_bytes())
     spec = {"reader": "sgml", "splits": {"test": {"src": str(DATA / "sgml" / "broken.sgm"),
-                                                  "tgt": str(DATA / "sgml" / "broken.sgm")}}}
+                                                  "tgt": str(ref)}}}
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline_lib.ingest", "--corpus", "x", "--spec", json.dumps(spec),
          "--out-dir", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -130,8 +130,9 @@ PAIRS = [(f"Frase número {w} del corpus.", f"Sentence number {w} of the corpus.
 
 
 def test_3_the_same_files_as_train_and_test_are_an_error(tmp_path, caplog):
-    same = plain(tmp_path, "all", PAIRS)
-    rc, log = cli({"reader": "plaintext", "splits": {"train": same, "test": same}},
+    same = plain(tmp_path, "all", PAIRS)   # copies: one file in two splits is refused earlier
+    rc, log = cli({"reader": "plaintext", "splits": {"train": same,
+                                                     "test": plain(tmp_path, "copy", PAIRS)}},
                   tmp_path / "out", caplog)
     assert rc == 2
     assert "every pair of split 'test' of corpus 'c' (8) is also in its training data" in log
@@ -156,7 +157,8 @@ def test_3_dev_documents_repeated_in_train_are_removed_from_train(tmp_path, capl
 def test_3_dev_equal_to_test_is_an_error(tmp_path, caplog):
     train = plain(tmp_path, "train", PAIRS[:4])
     dev = plain(tmp_path, "dev", PAIRS[4:])
-    rc, log = cli({"reader": "plaintext", "splits": {"train": train, "dev": dev, "test": dev}},
+    test = plain(tmp_path, "test", PAIRS[4:])   # a copy: one file in two splits is refused earlier
+    rc, log = cli({"reader": "plaintext", "splits": {"train": train, "dev": dev, "test": test}},
                   tmp_path / "out", caplog)
     assert rc == 2 and "splits 'dev' and 'test' of corpus 'c' hold the same 4 / 4 pairs" in log
 

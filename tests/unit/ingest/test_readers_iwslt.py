@@ -39,11 +39,12 @@ def test_xml_dev_set_reads_like_sgml_with_bare_ampersands():
 
 def test_unequal_file_lists_and_text_before_any_talk_are_refused(tmp_path):
     with pytest.raises(ValueError, match="as many `tgt`"):
-        run({"reader": "iwslt", "splits": {"train": {"src": [TAGS["src"]], "tgt": [TAGS["tgt"]] * 2}}})
+        run({"reader": "iwslt", "splits": {"train": {"src": [TAGS["src"]],
+                                                     "tgt": [TAGS["tgt"], str(tmp_path / "x.de")]}}})
     headless = tmp_path / "train.tags.x.en"
     headless.write_text("a line before any header\n")
     with pytest.raises(InputError) as e:
-        run({"reader": "iwslt", "splits": {"train": {"src": str(headless), "tgt": str(headless)}}})
+        run({"reader": "iwslt", "splits": {"train": {"src": str(headless), "tgt": TAGS["tgt"]}}})
     assert e.value.line == 1
 
 

@@ -29,16 +29,18 @@ def test_parts_are_read_in_order_into_one_corpus(tmp_path):
     rows = pq.read_table(tmp_path / "docs.parquet").to_pylist()
     assert manifest["counts"]["sentences"] == {"train": 5 + 10}
     assert manifest["counts"]["documents"] == {"train": 2 + 3}
-    assert [r["doc_id"] for r in rows][:2] == ["XIN19990101.0001"] * 2   # MTC first, in order
-    assert rows[-1]["doc_id"] == "cmn-ng-tw.bbs.20050310-3003"
+    assert [r["doc_id"] for r in rows][:2] == ["part1/XIN19990101.0001"] * 2   # MTC first, in order
+    assert rows[-1]["doc_id"] == "part2/cmn-ng-tw.bbs.20050310-3003"
     assert len(manifest["inputs"]) == len(reader_module("ldc_doc").input_files(MTC)) + \
         len(reader_module("gale_tdf").input_files(GALE))
     assert json.loads((tmp_path / "manifest.json").read_text())["counts"]["kept"] == 15
 
 
-def test_a_document_id_of_an_earlier_part_is_a_duplicate():
+def test_a_document_of_an_earlier_part_is_a_duplicate():
+    """Ids are the parts' own (``part1/...``, ``part2/...``), so the repeat is found by content."""
     kept, bad = run({"reader": "union", "parts": [GALE, GALE]}, WIDE)
-    assert len(kept) == 10 and reasons(bad) == {"duplicate_doc_id": 10}
+    assert len(kept) == 10 and reasons(bad) == {"duplicate_doc_content": 10}
+    assert {r.doc_id.split("/")[0] for r in bad} == {"part2"}
 
 
 def test_an_empty_split_is_an_error_only_if_no_part_fills_it(tmp_path):

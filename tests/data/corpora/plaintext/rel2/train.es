@@ -1,0 +1,2 @@
+Otra versión.
+Otra frase.
