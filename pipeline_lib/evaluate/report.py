@@ -16,7 +16,9 @@ Sections, in order:
    test BLEU with the 95 % interval of sacreBLEU's bootstrap, its difference to the baseline and
    to its matched control, each with the paired-bootstrap p-value (``score_test``); with several
    seeds, each system's mean ± sd over seeds and the tests across seeds.
-3. **All metrics**: BLEU, d-BLEU, chrF, TER per test set, Δ to the baseline, † where significant.
+3. **All metrics**: BLEU, METEOR, d-BLEU, chrF, TER per test set, Δ to the baseline, † where
+   significant (METEOR has no significance test: no †), and what METEOR is (NLTK, exact +
+   stem, not METEOR 1.5) or why it is not meaningful for the target language.
 4. **Discourse**: lexical consistency and contrastive suites (``discourse_*``).
 5. **Training**: dev loss and dev BLEU against *total* updates (``training_curves.png``): a
    fine-tune is drawn from the update at which the checkpoint it starts from was saved, so a
@@ -725,10 +727,12 @@ def seeds_table(scores: dict) -> Table | None:
 
 
 def results_table(scores: dict) -> Table:
-    """Models x test sets with BLEU / d-BLEU / chrF / TER, delta to the baseline and daggers."""
+    """Models x test sets with BLEU / METEOR / d-BLEU / chrF / TER, delta to the baseline and
+    daggers (none for METEOR, which score_test does not resample)."""
     base = scores["baseline"]
     sets = scores["test_sets"]
-    metrics = [("bleu", "BLEU"), ("dbleu", "d-BLEU"), ("chrf", "chrF"), ("ter", "TER")]
+    metrics = [("bleu", "BLEU"), ("meteor", "METEOR"), ("dbleu", "d-BLEU"), ("chrf", "chrF"),
+               ("ter", "TER")]
     controls = scores.get("controls", {})
     header = ["Model", "Matched control"] + [f"{ts} {label}" for ts in sets for _, label in metrics]
     if controls:
@@ -744,11 +748,11 @@ def results_table(scores: dict) -> Table:
             r = scores["results"][ts]["models"].get(model, {})
             b = scores["results"][ts]["models"].get(own, {})
             for key, _ in metrics:
-                if key not in r:
+                if r.get(key) is None:
                     row.append(NA)
                     continue
                 cell = f"{r[key]:.2f}"
-                if model != own:
+                if model != own and b.get(key) is not None:
                     cell += f" ({r[key] - b[key]:+.2f})"
                     if r.get(f"{key}_significant"):
                         cell += SIG_MARK
@@ -775,9 +779,25 @@ def results_table(scores: dict) -> Table:
         n = scores["results"][ts]
         t.notes.append(f"{ts}: {n['sentences']:,} sentences, {n['documents']:,} documents, "
                        f"{n['references']} reference(s).")
+    meteor = scores.get("meteor")
+    if meteor is not None:
+        lang = meteor.get("tgt_lang") or "not given"
+        if not meteor.get("meaningful", True):
+            t.notes.append(f"METEOR not meaningful for the target language ({lang}): "
+                           f"{meteor['note']}.")
+        else:
+            t.notes.append(
+                f"METEOR: {meteor['implementation']}, modules {' + '.join(meteor['modules'])} "
+                f"(stemmer {meteor['stemmer'] or 'none'}; target language {lang}; "
+                f"{meteor['note']}), alpha {meteor['alpha']}, beta {meteor['beta']}, gamma "
+                f"{meteor['gamma']}, 13a tokens lowercased, statistics summed over the test set "
+                "(x 100); no significance test, so no †. Not METEOR 1.5 (Denkowski & Lavie "
+                "2014), which adds synonym and paraphrase modules, language-tuned parameters and "
+                "module weights: not comparable with a paper's METEOR.")
     first = scores["results"][sets[0]]["models"][base]
     for key, label in metrics:
-        t.notes.append(f"{label} signature: {first[f'{key}_signature']}")
+        if f"{key}_signature" in first:
+            t.notes.append(f"{label} signature: {first[f'{key}_signature']}")
     return t
 
 

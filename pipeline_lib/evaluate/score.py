@@ -1,9 +1,11 @@
-"""``python -m pipeline_lib.evaluate.score``: BLEU, d-BLEU, chrF and TER of every model on every test set,
-with paired bootstrap significance against the baseline.
+"""``python -m pipeline_lib.evaluate.score``: BLEU, METEOR, d-BLEU, chrF and TER of every model on
+every test set, with paired bootstrap significance against the baseline (not for METEOR).
 
-Every number comes from sacreBLEU's Python API (Post, 2018) and is stored with its signature, so
-that a score in the report can be reproduced with the ``sacrebleu`` CLI. Nothing is
-re-implemented here: this module only lines hypotheses up with their references.
+Every BLEU, chrF and TER number comes from sacreBLEU's Python API (Post, 2018) and is stored
+with its signature, so that a score in the report can be reproduced with the ``sacrebleu`` CLI.
+Nothing of those is re-implemented here: this module only lines hypotheses up with their
+references. METEOR's word alignment is NLTK's; its corpus aggregation is ours
+(:mod:`pipeline_lib.evaluate.meteor`), and it has a signature of its own.
 
 * Sentence-level scores are corpus BLEU / chrF / TER over the sentences of a test set; where a
   test set has several references per sentence (``tgt`` is a list in the document Parquet) all of
@@ -17,6 +19,21 @@ re-implemented here: this module only lines hypotheses up with their references.
   97.5th percentiles of the resampled scores, half their distance either side of their mean).
   A system with no observed difference to the one it is tested against gets p = 1
   (:func:`no_difference`).
+* METEOR (``meteor``, x 100, beside BLEU; :mod:`pipeline_lib.evaluate.meteor` says it all):
+  NLTK's ``nltk.translate.meteor_score`` (the NLTK version is in ``meteor_signature``) with
+  exact + stem matching only (no synonym: WordNet switched off, no download; no paraphrase),
+  NLTK's parameters alpha 0.9, beta 3.0, gamma 0.5, on sacreBLEU 13a tokens, lowercased (always,
+  whatever ``lowercase`` says). Stemmer by ``--tgt-lang``: Porter for English, NLTK's Snowball
+  stemmer for the languages it has (German, French, Spanish, Russian, ...), none (exact only)
+  for the others or without ``--tgt-lang``; no METEOR (``None``) for Chinese, Japanese, Korean
+  and Thai targets, whose words are not space-separated. Several references: per sentence the
+  best-scoring one. Corpus level: matches, lengths and chunks summed over the sentences and the
+  score computed once from the sums (METEOR 1.5's aggregation); the mean of the sentence scores
+  is kept as ``meteor_sentence_mean``. Not METEOR 1.5 (Denkowski & Lavie 2014): that adds
+  synonym and paraphrase modules, language-tuned parameters with module weights and
+  function-word weighting, and a minimum-chunk alignment search, so these numbers are lower and
+  not comparable with a paper's METEOR 1.5. No significance test for METEOR: its Δ in the report
+  carries no †.
 * "All" is the concatenation of all test sets, in the order given.
 * Several seeds (``--replicate SYSTEM GROUP SEED``: SYSTEM is seed SEED's run of GROUP, e.g.
   ``doct_seed2`` of ``doct``): each seed's systems are tested against that seed's baseline and
@@ -45,6 +62,7 @@ import pyarrow.parquet as pq
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest, Result
 
+from pipeline_lib.evaluate.meteor import Meteor
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("score")
@@ -153,11 +171,14 @@ def metrics(cfg: ScoreConfig) -> dict[str, object]:
 
 def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
                    controls: dict[str, str] | None = None,
-                   replicates: dict[str, tuple[str, int]] | None = None) -> dict:
+                   replicates: dict[str, tuple[str, int]] | None = None,
+                   meteor: Meteor | None = None) -> dict:
     """Scores and significance of every model on one test set (first model = baseline), and of
     every model against its matched control (``controls``: model -> control system). With
     ``replicates`` (system -> (group, seed)) each seed's systems are tested against that seed's
-    baseline, and ``seeds`` gives the statistics across seeds (:func:`across_seeds`)."""
+    baseline, and ``seeds`` gives the statistics across seeds (:func:`across_seeds`).
+    ``meteor``: corpus METEOR beside BLEU (default: no target language, exact matches only)."""
+    meteor = meteor or Meteor()
     sent_refs = reference_streams(ts.refs)
     doc_keys_refs = doc_references(ts.keys, ts.refs)
     out: dict = {"sentences": len(ts.keys), "documents": len({d for d, _ in ts.keys}),
@@ -168,6 +189,9 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
             score = metric.corpus_score(ts.hyps[model], sent_refs)
             row[name] = round(score.score, 2)
             row[f"{name}_signature"] = str(metric.get_signature())
+        met = meteor.corpus(ts.hyps[model], ts.refs)
+        row.update(met or {"meteor": None, "meteor_sentence_mean": None})
+        row["meteor_signature"] = meteor.signature()
         dbleu = BLEU(lowercase=cfg.lowercase)
         score = dbleu.corpus_score(documents(ts.keys, ts.hyps[model]), doc_keys_refs)
         row["dbleu"] = round(score.score, 2)
@@ -343,10 +367,13 @@ def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, d
 def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], baseline: str,
               cfg: ScoreConfig, manifest: Manifest,
               controls: dict[str, str] | None = None,
-              replicates: dict[str, tuple[str, int]] | None = None) -> dict:
+              replicates: dict[str, tuple[str, int]] | None = None,
+              tgt_lang: str | None = None) -> dict:
     """Score all (model, corpus, split) hypotheses; returns the scores document. ``controls``
     (model -> its matched control) adds a test of each model against its control;
-    ``replicates`` (system -> (group, seed), several seeds) the statistics across seeds."""
+    ``replicates`` (system -> (group, seed), several seeds) the statistics across seeds;
+    ``tgt_lang`` picks METEOR's stemmer (None: exact matches only)."""
+    meteor = Meteor(tgt_lang)
     controls = dict(controls or {})
     replicates = dict(replicates or {})
     # the baseline first, then the models in the order given (the config's order)
@@ -385,11 +412,12 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     results = {}
     for name in names:
         log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
-        results[name] = score_test_set(sets[name], models, cfg, controls, replicates)
+        results[name] = score_test_set(sets[name], models, cfg, controls, replicates, meteor)
     manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
                        for name, r in results.items()}
     return {"baseline": baseline, "models": models, "test_sets": names,
-            "controls": controls, "config": asdict(cfg), "results": results,
+            "controls": controls, "config": asdict(cfg), "meteor": meteor.describe(),
+            "results": results,
             **({"replicates": {s: list(r) for s, r in replicates.items()}} if replicates else {})}
 
 
@@ -407,18 +435,22 @@ def main(argv: list[str] | None = None) -> int:
                     metavar=("SYSTEM", "GROUP", "SEED"),
                     help="SYSTEM is seed SEED's run of GROUP (several seeds; every system once)")
     ap.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
+    ap.add_argument("--tgt-lang", default=None,
+                    help="target language (ISO 639-1): METEOR's stemmer (Porter for en, "
+                         "Snowball where NLTK has one); without it, exact matches only")
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
     ap.add_argument("--output", required=True, type=Path, help="scores JSON")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = ScoreConfig(args.lowercase, args.bootstrap_samples, args.significance_level)
-    manifest = Manifest(stage="score_test", params={"baseline": args.baseline, **asdict(cfg)})
+    manifest = Manifest(stage="score_test", params={"baseline": args.baseline, **asdict(cfg),
+                                                    "tgt_lang": args.tgt_lang})
     try:
         scores = score_all({c: Path(p) for c, p in args.refs},
                            [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
                            manifest, dict(args.control),
-                           {s: (g, int(seed)) for s, g, seed in args.replicate})
+                           {s: (g, int(seed)) for s, g, seed in args.replicate}, args.tgt_lang)
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1
@@ -431,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}\t{model}\td-BLEU {row['dbleu']}\t{row['dbleu_signature']}")
             print(f"{name}\t{model}\tchrF {row['chrf']}\t{row['chrf_signature']}")
             print(f"{name}\t{model}\tTER {row['ter']}\t{row['ter_signature']}")
+            print(f"{name}\t{model}\tMETEOR {row['meteor']}\t{row['meteor_signature']}")
     manifest.write(args.output.parent / "manifest.json")
     return 0
 

@@ -34,6 +34,7 @@ rule score_test:
         # several seeds: which system is which seed's run of which system (statistics across seeds)
         replicates=plan.replicate_args(),
         lowercase="--lowercase" if config["score"]["lowercase"] else "",
+        tgt_lang=config["tgt_lang"],
         samples=config["score"]["bootstrap_samples"],
         level=config["score"]["significance_level"],
         code=code_hash("evaluate.score"),
@@ -41,7 +42,8 @@ rule score_test:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --baseline {params.baseline:q}"
-        " {params.controls} {params.replicates} {params.lowercase} --bootstrap-samples {params.samples}"
+        " {params.controls} {params.replicates} {params.lowercase} --tgt-lang {params.tgt_lang}"
+        " --bootstrap-samples {params.samples}"
         " --significance-level {params.level} --output {output.scores:q} > {log:q} 2>&1"
 
 
