@@ -669,28 +669,49 @@ def noise_floor_block(inputs: Inputs) -> Table | Text:
 
 def budget_table(inputs: Inputs, starts: dict[str, int | None]) -> Table:
     """Every evaluated system's training budget: its job's updates and target tokens, tokens
-    per update, where it started, why it stopped (what a reader needs to see whether a model
-    and its control had the same budget)."""
+    per update, where it started, why it stopped, and the schedule it ran (learning rate,
+    warm-up, max_steps and stop rule from ``params.train`` in its manifest): what a reader needs
+    to see whether a model and its control had the same budget, and what ran."""
     roles = job_roles(inputs)
     t = Table("Budgets: updates and target tokens",
               ["System", "Role", "Training job", "Updates", "Target tokens", "Tokens / update",
-               "Starts at update", "Total updates", "Stopped"])
-    for system, job in inputs.systems.items():
+               "Starts at update", "Total updates", "Stopped", "LR", "Warm-up", "Max steps",
+               "Stop rule"])
+    evaluated = set(inputs.systems.values())
+    rows = [*inputs.systems.items(),   # then the jobs no system is (pre-training), as "—"
+            *(("—", job) for job in inputs.train if job not in evaluated)]
+    for system, job in rows:
         run = inputs.train.get(job)
         counts = ((run.manifest if run else None) or {}).get("counts", {})
         steps, tokens = counts.get("steps"), counts.get("target_tokens")
         start = starts.get(job)
+        p = run.train_params if run else {}
         t.rows.append([system, roles.get(job, NA), job, fmt(steps), fmt(tokens),
                        fmt(tokens / steps, 0) if steps and tokens is not None else NA,
                        fmt(start), fmt(None if start is None or steps is None else start + steps),
-                       stopped(run)])
+                       stopped(run), NA if p.get("lr") is None else f"{p['lr']:.3g}",
+                       fmt(p.get("warmup")), fmt(p.get("max_steps")), stop_rule(p)])
     t.notes.append("Updates and target tokens of the system's own training job (counts.steps, "
                    "counts.target_tokens in its manifest; tokens: target subwords trained on, "
                    "padding excluded); a fine-tune's job starts from its initial job's best "
                    "checkpoint, at the update given. A model and its matched control train the "
                    "same number of updates in the smoke regime; in the converged regime each "
-                   "stops on its own plateau, so their budgets differ and are shown here.")
+                   "stops on its own plateau, so their budgets differ and are shown here. LR: "
+                   "the peak learning rate, reached after the warm-up updates; Max steps: the "
+                   "job's cap (its fixed budget where the stop rule is fixed); Stop rule: "
+                   "fixed (train.patience 0) or the dev plateau it stops on. System —: a "
+                   "training job no system is, that others start from (role initialises).")
     return t
+
+
+def stop_rule(params: dict) -> str:
+    """A job's stop rule from its ``params.train``: ``fixed`` (patience 0: it trains max_steps)
+    or ``plateau: dev loss, patience 10``."""
+    if not params:
+        return NA
+    if not params.get("patience"):
+        return "fixed"
+    return f"plateau: dev {params.get('stop_metric', 'loss')}, patience {params['patience']}"
 
 
 def seeds_table(scores: dict) -> Table | None:

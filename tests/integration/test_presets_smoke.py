@@ -76,6 +76,23 @@ def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, monkeypatch, na
     rows = {line.split("|")[1].strip().split(" ")[0] for line in lines if line.startswith("| ")}
     assert set(plan.systems) <= rows, (sorted(plan.systems), sorted(rows))
     assert set(plan.controls.values()) <= set(plan.systems)
+    # issue 26 item 5: the budget table shows what ran, each job with its schedule (peak lr,
+    # warm-up, max_steps: the preset's, max_steps and warm-up at smoke size) and stop rule and
+    # reason, the pre-training jobs no system is included
+    budgets = (results / "report" / "report.md").read_text().split("\n### Budgets", 1)[1]
+    budgets = budgets.split("\n#", 1)[0].splitlines()
+    budget = [[c.strip() for c in line.strip().strip("|").split("|")]
+              for line in budgets if line.startswith("| ")]
+    head = budget[0]
+    budget = {row[2]: dict(zip(head, row)) for row in budget[1:]}   # by training job
+    assert set(budget) == set(plan.jobs), (sorted(budget), sorted(plan.jobs))
+    for job in plan.jobs.values():
+        t, row = job.train, budget[job.name]
+        rule = "fixed" if not t["patience"] else \
+            f"plateau: dev {t['stop_metric']}, patience {t['patience']}"
+        assert (row["LR"], row["Warm-up"], row["Max steps"], row["Stop rule"], row["Stopped"]) \
+            == (f"{t['lr']:.3g}", f"{t['warmup']:,}", f"{t['max_steps']:,}", rule,
+                f"max_steps @ {t['max_steps']:,}"), (job.name, row)
     scores = json.loads((results / "score_test" / "scores.json").read_text())
     assert scores["controls"] == {s: c for s in plan.systems if (c := plan.control_of(s))}
     for corpus in plan.test_corpora:

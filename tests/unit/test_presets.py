@@ -16,7 +16,7 @@ SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
 PRESETS = sorted((ROOT / "config/presets").glob("*.yaml"))
 EXPECTED = {"zhang2018_zh-en", "chen2021_en-de_ted", "chen2021_en-de_news",
             "chen2021_en-de_europarl", "jiang2019_es-en_ted", "deguchi2019_ja-en_aspec",
-            "tu2018_zh-en_ted"}
+            "tu2018_zh-en_ted", "chen2021_zh-en"}
 
 
 def _load(path: Path) -> dict:
@@ -145,11 +145,13 @@ def test_chen2021_trains_with_and_without_resources(preset):
     finetune = config["train"]["corpus"]
     # "with resources": WMT14 sentence pairs translated, Gigaword documents restored
     pre = plan.jobs["crosstask_pretrain"]
+    pairs, gigaword, vocab = CHEN_PAIR[config["src_lang"], config["tgt_lang"]]
     assert corpora[pre.corpus]["reader"] == "ldc_sent"
-    assert corpora[pre.corpus]["download"] == "wmt14_en_de_train"
+    assert corpora[pre.corpus].get("download") == pairs
     assert pre.aux == "restore" and corpora[pre.aux_corpus]["reader"] == "mono_sgml"
     assert set(corpora[pre.aux_corpus]["splits"]) == {"mono"}
-    assert "LDC2011T07" in config["downloads"]["ldc_required"]
+    assert gigaword in config["downloads"]["ldc_required"]
+    assert f"/{gigaword}/" in str(corpora[pre.aux_corpus]["splits"]["mono"]["src"])
     job = plan.jobs["crosstask"]
     assert job.init_from == pre.name and job.corpus == finetune and job.aux == "doc"
     # "without resources": from scratch, the fine-tuning tasks and settings; its matched
@@ -160,12 +162,36 @@ def test_chen2021_trains_with_and_without_resources(preset):
     assert plan.controls["crosstask_scratch"] == plan.baseline == "transformer"
     for model in ("crosstask", "crosstask_scratch"):
         assert f"{model}_sent" in plan.systems and model in plan.controls
-    # Sec. 4.1: 500K pre-training updates, BPE 25K, beam 5; fine-tuning documents from the
-    # Maruf et al. (2019) release
+    # Sec. 4.1: 500K pre-training updates, BPE 25K (En-De) / 30K (Zh-En), beam 5; En-De
+    # fine-tuning documents from the Maruf et al. (2019) release, Zh-En's from the LDC releases
     assert pre.train["max_steps"] == 500000
-    assert config["bpe"]["vocab_size"] == 25000 and config["decode"]["beam"] == 5
+    assert config["bpe"]["vocab_size"] == vocab and config["decode"]["beam"] == 5
     assert _has_documents(corpora[finetune], "train")
-    assert "concatenated_en2de_train_en.txt" in corpora[finetune]["splits"]["train"]["src"]
+    if config["src_lang"] == "en":
+        assert "concatenated_en2de_train_en.txt" in corpora[finetune]["splits"]["train"]["src"]
+
+
+#: Sec. 4.1 per language pair: the pre-training pairs' download (None: licensed LDC releases,
+#: fn. 4), the monolingual Gigaword release, the BPE size
+CHEN_PAIR = {("en", "de"): ("wmt14_en_de_train", "LDC2011T07", 25000),
+             ("zh", "en"): (None, "LDC2009T27", 30000)}
+
+
+def test_chen2021_zh_en_is_the_nist_task_of_sec_4_1():
+    """Sec. 4.1 Zh-En: fine-tuning on the LDC document releases of fn. 8 (those with a reader),
+    MT06 validates, MT02-05 and MT08 are tested (their "All" the paper's combined test set), the
+    pre-training pairs are fn. 4's prepared concatenation; English lowercased for BLEU (fn. 7)."""
+    config = load_config(overrides={"preset": "chen2021_zh-en"})
+    plan = Plan(config)
+    assert config["train"]["corpus"] == "ldc_doc" and config["train"]["dev_corpus"] == "mt06"
+    assert sorted(plan.test_corpora) == ["mt02", "mt03", "mt04", "mt05", "mt08"]
+    assert config["score"]["lowercase"] is True
+    assert plan.jobs["crosstask_pretrain"].corpus == "ldc_sent"
+    text = (ROOT / "config/presets/chen2021_zh-en.yaml").read_text()
+    for release in ("LDC2002T01", "LDC2004T07", "LDC2005T06", "LDC2005T10", "LDC2009T02",
+                    "LDC2009T15", "LDC2010T03", "LDC2002E18", "LDC2003E07", "LDC2003E14",
+                    "LDC2004T08", "LDC2009T27"):
+        assert release in text, release
 
 
 #: what a value's comment may cite: the paper's sections, equations, tables, footnotes, appendix
@@ -271,7 +297,8 @@ def test_chen2021_learns_bpe_on_the_pretraining_data_only(preset):
     config = load_config(overrides={"preset": preset.stem})
     plan = Plan(config)
     pre = plan.jobs["crosstask_pretrain"]
-    assert plan.bpe_corpora == [pre.corpus, pre.aux_corpus] == ["wmt14", "gigaword"]
+    assert plan.bpe_corpora == [pre.corpus, pre.aux_corpus]
+    assert pre.aux_corpus == "gigaword" and pre.corpus in ("wmt14", "ldc_sent")
     assert config["train"]["corpus"] not in plan.bpe_corpora
 
 

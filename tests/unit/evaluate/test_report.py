@@ -410,8 +410,8 @@ def test_report_opens_with_its_verdict_regime_and_budgets(tmp_path):
     assert NO_FLOOR in verdict.split("### Budgets")[0].splitlines() and "### Noise floor" not in md
     budgets = {r[0]: r for r in md_rows(verdict.split("### Budgets")[1])[1:]}
     # _train: 400 target tokens per update; doct starts at the baseline's best (update 150)
-    assert budgets["transformer"][1:] == ["baseline", "transformer", "200", "80,000", "400", "0",
-                                          "200", "max_steps @ 200"]
+    assert budgets["transformer"][1:9] == ["baseline", "transformer", "200", "80,000", "400", "0",
+                                           "200", "max_steps @ 200"]
     assert budgets["doct"][3:8] == ["100", "40,000", "400", "150", "250"]
     assert dict(md_rows(section(md, "Run"))[1:])["Regime"] == "smoke"
     assert [r[0] for r in rows[1:]] == ["doct"]          # models only, not the baseline or control
@@ -626,3 +626,27 @@ def test_a_pair_shows_the_p_value_where_score_test_tested_it(tmp_path):
     pairs = {(p.first, p.second): p.p for p in report.noise_pairs(inputs)}
     assert pairs == {("a", "b"): 0.001, ("a", "c"): 0.2, ("b", "c"): None}
     assert [r[3] for r in report.noise_floor_block(inputs).rows] == ["0.0010", "0.2000", "n/a"]
+
+
+def test_budget_table_shows_each_jobs_schedule_and_stop_rule(tmp_path):
+    """Issue 26 item 5: every system's row in the budget table gives the schedule its job ran
+    (peak learning rate, warm-up, max_steps from params.train) and its stop rule beside why it
+    stopped, so a reader sees what ran: fixed budgets in the smoke regime, the dev plateau in the
+    converged one. A job no system is (a pre-training others start from) has a row too."""
+    defaults = TrainConfig()
+    for patience, rule in ((0, "fixed"), (3, "plateau: dev loss, patience 3")):
+        paths = build_results(tmp_path / f"p{patience}", ["transformer", "doct"],
+                              parents={"doct": "transformer_pre"}, patience=patience,
+                              capped=("transformer",))
+        md = (run_report(paths) / "report.md").read_text()
+        rows = md_rows(section(md, "Verdict").split("### Budgets")[1])
+        assert rows[0][8:] == ["Stopped", "LR", "Warm-up", "Max steps", "Stop rule"]
+        budgets = {r[2]: r for r in rows[1:]}          # by training job
+        assert sorted(budgets) == ["doct", "transformer", "transformer_pre"]
+        assert budgets["transformer_pre"][:2] == ["—", "initialises"]
+        for job, steps in (("transformer", 4 * VALIDATE), ("doct", 2 * VALIDATE),
+                           ("transformer_pre", 4 * VALIDATE)):
+            row = budgets[job]
+            assert row[9:] == [f"{defaults.lr:.3g}", f"{defaults.warmup:,}", f"{steps:,}", rule], row
+            reason = "max_steps" if not patience or job == "transformer" else "plateau"
+            assert row[8] == f"{reason} @ {steps:,}", row
