@@ -93,39 +93,51 @@ def content_key(split: str, pairs: list[tuple[str, tuple[str, ...]]]) -> tuple[s
     return split, h.hexdigest()
 
 
-def unique_documents(corpus: str, items: Iterator[Sentence | Rejected]) -> Iterator[Sentence | Rejected]:
-    """A reader's rows, with a document that repeats an earlier one of its split from another
-    file quarantined: by id (``duplicate_doc_id``: two IWSLT test years with one talk, which
-    each file's own check cannot see) or by content (``duplicate_doc_content``: the same
-    document under another name or id). Documents are contiguous (the schema's order), so one
-    document is held at a time; quarantined rows pass straight through."""
-    ids: set[tuple[str, str]] = set()
-    contents: dict[tuple[str, str], str] = {}   # content key -> the file that had it first
+def documents(items: Iterator[Sentence | Rejected]) -> Iterator[list[Sentence] | Rejected]:
+    """A reader's rows as whole documents (the contiguous rows of one split and doc_id: the
+    schema's order), one held at a time; quarantined rows pass through as they come."""
     doc: list[Sentence] = []
-
-    def flush() -> Iterator[Sentence | Rejected]:
-        first = doc[0]
-        key = content_key(first.split, [(s.src, tuple(s.tgt or ())) for s in doc])
-        if (first.split, first.doc_id) in ids:
-            reason = IngestReason.DUPLICATE_DOC_ID
-        elif contents.get(key, first.origin_file) != first.origin_file:
-            reason = IngestReason.DUPLICATE_DOC_CONTENT
-        else:
-            reason = None
-            ids.add((first.split, first.doc_id))
-            contents.setdefault(key, first.origin_file)
-        for s in doc:
-            yield s if reason is None else Rejected(
-                STAGE, corpus, s.origin_file, s.origin_line, s.doc_id, reason.value,
-                " ||| ".join([s.src, *(s.tgt or [])]))
-        doc.clear()
-
     for item in items:
         if isinstance(item, Rejected):
             yield item
             continue
         if doc and (item.split, item.doc_id) != (doc[0].split, doc[0].doc_id):
-            yield from flush()
+            yield doc
+            doc = []
         doc.append(item)
     if doc:
-        yield from flush()
+        yield doc
+
+
+def document_key(doc: list[Sentence]) -> tuple[str, str]:
+    """:func:`content_key` of a document's rows."""
+    return content_key(doc[0].split, [(s.src, tuple(s.tgt or ())) for s in doc])
+
+
+def quarantined(corpus: str, doc: list[Sentence], reason: IngestReason) -> Iterator[Rejected]:
+    """Every row of ``doc``, quarantined with ``reason``."""
+    for s in doc:
+        yield Rejected(STAGE, corpus, s.origin_file, s.origin_line, s.doc_id, reason.value,
+                       " ||| ".join([s.src, *(s.tgt or [])]))
+
+
+def unique_documents(corpus: str, items: Iterator[Sentence | Rejected]) -> Iterator[Sentence | Rejected]:
+    """A reader's rows, with a document that repeats an earlier one of its split from another
+    file quarantined: by id (``duplicate_doc_id``: two IWSLT test years with one talk, which
+    each file's own check cannot see) or by content (``duplicate_doc_content``: the same
+    document under another name or id). Quarantined rows pass straight through."""
+    ids: set[tuple[str, str]] = set()
+    contents: dict[tuple[str, str], str] = {}   # content key -> the file that had it first
+    for doc in documents(items):
+        if isinstance(doc, Rejected):
+            yield doc
+            continue
+        first, key = doc[0], document_key(doc)
+        if (first.split, first.doc_id) in ids:
+            yield from quarantined(corpus, doc, IngestReason.DUPLICATE_DOC_ID)
+        elif contents.get(key, first.origin_file) != first.origin_file:
+            yield from quarantined(corpus, doc, IngestReason.DUPLICATE_DOC_CONTENT)
+        else:
+            ids.add((first.split, first.doc_id))
+            contents.setdefault(key, first.origin_file)
+            yield from doc

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import Limits, SpecError, reader_module
-from pipeline_lib.ingest.identity import content_key
+from pipeline_lib.ingest.identity import document_key, documents, quarantined
 from pipeline_lib.tables import Rejected, Sentence
 
 READER = "union"
@@ -64,28 +64,14 @@ def read(corpus: str, spec: dict, limits: Limits) -> Iterator[Sentence | Rejecte
     earlier: set[tuple[str, str]] = set()
     for index, p in enumerate(parts(spec), 1):
         mine: set[tuple[str, str]] = set()
-        doc: list[Sentence] = []
-
-        def flush() -> Iterator[Sentence | Rejected]:
-            key = content_key(doc[0].split, [(s.src, tuple(s.tgt or ())) for s in doc])
-            for s in doc:
-                if key in earlier:
-                    yield Rejected("ingest", corpus, s.origin_file, s.origin_line, s.doc_id,
-                                   IngestReason.DUPLICATE_DOC_CONTENT.value,
-                                   " ||| ".join([s.src, *(s.tgt or [])]))
-                else:
-                    yield s
-            mine.add(key)
-            doc.clear()
-
-        for item in reader_module(p.get("reader")).read(corpus, p, limits):
-            item = replace(item, doc_id=part_id(index, item.doc_id))
-            if isinstance(item, Rejected):   # the quarantine's order is its own
-                yield item
+        rows = (replace(item, doc_id=part_id(index, item.doc_id))
+                for item in reader_module(p.get("reader")).read(corpus, p, limits))
+        for doc in documents(rows):
+            if isinstance(doc, Rejected):   # the quarantine's order is its own
+                yield doc
                 continue
-            if doc and (item.split, item.doc_id) != (doc[0].split, doc[0].doc_id):
-                yield from flush()
-            doc.append(item)
-        if doc:
-            yield from flush()
+            key = document_key(doc)
+            yield from (quarantined(corpus, doc, IngestReason.DUPLICATE_DOC_CONTENT)
+                        if key in earlier else doc)
+            mine.add(key)
         earlier |= mine
