@@ -284,18 +284,23 @@ def test_a_preempted_plateau_run_keeps_the_best_checkpoint_of_the_whole_run(corp
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def _preempted_at_3(corpus, tmp_path: Path) -> tuple[TrainConfig, Path]:
+    """A 6-update run validating and saving every 2 updates, pre-empted after update 3."""
+    torch.set_num_threads(1)
+    tcfg = TrainConfig(max_tokens=300, max_steps=6, warmup=2, validate_every=2, save_every=2,
+                       log_every=2, dev_bleu=False, num_workers=0)
+    run = tmp_path / "job"
+    _preempt(corpus, tcfg, run, at=3)
+    return tcfg, run
+
+
 def test_best_kept_of_another_step_is_not_taken_for_best(corpus, tmp_path):
     """When ``best-kept`` does not hold the weights of the best step that ``last`` records (a
     SIGKILL after a new best and before the next save), the resumed run does not take it: it
     forgets the best value and chooses ``best`` again from its next validation."""
     import yaml
 
-    torch.set_num_threads(1)
-    shards, dev, spm_model = corpus
-    tcfg = TrainConfig(max_tokens=300, max_steps=6, warmup=2, validate_every=2, save_every=2,
-                       log_every=2, dev_bleu=False, num_workers=0)
-    run = tmp_path / "job"
-    _preempt(corpus, tcfg, run, at=3)
+    tcfg, run = _preempted_at_3(corpus, tmp_path)
     assert ckpt.load_trainer_state(run / "checkpoints" / "last")["best_step"] == 2
     meta = run / "checkpoints" / "best-kept" / "config.yaml"
     assert yaml.safe_load(meta.read_text())["train"]["best_step"] == 2
@@ -312,19 +317,14 @@ def test_best_kept_of_another_step_is_not_taken_for_best(corpus, tmp_path):
 def test_stale_temporary_checkpoints_are_swept_at_start(corpus, tmp_path):
     """Issue 27, item 7: a kill in mid-save leaves `checkpoints/.<name>.tmp-<pid>`; the next
     start of the job (here a resume) removes it, and nothing outside the job's checkpoints."""
-    torch.set_num_threads(1)
-    shards, dev, spm_model = corpus
-    tcfg = TrainConfig(max_tokens=300, max_steps=6, warmup=2, validate_every=2, save_every=2,
-                       log_every=2, dev_bleu=False, num_workers=0)
-    run = tmp_path / "job"
-    _preempt(corpus, tcfg, run, at=3)
+    tcfg, run = _preempted_at_3(corpus, tmp_path)
     stale = [run / "checkpoints" / ".step-4.tmp-123", run / "checkpoints" / ".last.tmp-123"]
     for d in stale:
         d.mkdir()
         (d / "model.pt").write_bytes(b"half a save")
     other = tmp_path / ".step-4.tmp-123"          # not this job's checkpoints: left alone
     other.mkdir()
-    assert train(TINY, tcfg, shards, dev, spm_model, run) == 0
+    assert train(TINY, tcfg, *corpus, run) == 0
     assert not any(d.exists() for d in stale)
     assert other.is_dir()
     assert not list((run / "checkpoints").glob(".*"))
