@@ -18,6 +18,14 @@ sys.path.insert(0, str(ROOT))
 sys.path[1:1] = [str(d) for d in sorted((ROOT / "tests" / "unit").iterdir()) if d.is_dir()]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `pytest -n 2 --dist loadgroup` (make test) every test of the tiny end-to-end run
+    goes to one worker: the session fixture is then built once, not once per worker."""
+    for item in items:
+        if "tiny_pipeline" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("tiny_pipeline"))
+
+
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return ROOT
