@@ -12,6 +12,10 @@ replace and not merge at all: Snakemake deep-merges every ``--configfile`` into 
 paper's ``corpora`` would be added to the Bible and its ``model_settings`` would inherit the
 smoke run's step counts.
 
+A preset may start from a shared base with ``extends: <base>`` (``config/presets/base/<base>.yaml``,
+deep-merged under the preset): the four Chen et al. (2021) presets differ only in their data,
+so their models, recipes and training values are written once (``base/chen2021.yaml``).
+
 ``config/presets/paper/<name>.yaml`` holds, per preset, the paper's training values (learning
 rate, warm-up, updates, stop rule, checkpoint selection), each with its section, table or
 equation; :func:`paper_values` reads it and tests/unit/test_presets_paper.py checks the planned
@@ -29,6 +33,8 @@ from pipeline_lib.config_files import ConfigError, load_yaml
 
 #: folder (under the preset folder) of the papers' value tables, one ``<preset>.yaml`` each
 PAPER_DIR = "paper"
+#: folder (under the preset folder) of the bases presets extend (``extends: <base>``)
+BASE_DIR = "base"
 #: a preset's ``results_dir`` unless it or the command line names one: ``results/<preset>``
 #: (WHY: a preset run in the default run's checkout must not write into its ``results/``)
 RESULTS_ROOT = "results"
@@ -43,6 +49,30 @@ def paper_values(preset_dir: Path, name: str) -> dict:
     return load_yaml(preset_dir / PAPER_DIR / f"{name}.yaml") or {}
 
 
+def load_preset(preset_dir: Path, name: str) -> dict:
+    """Preset ``name`` as a whole config: its ``extends`` base deep-merged under it."""
+    from snakemake.utils import update_config
+
+    path = preset_dir / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(f"preset {name!r}: no file {path} (available: "
+                          f"{', '.join(available(preset_dir))})")
+    preset = load_yaml(path) or {}
+    if "preset" in preset:
+        raise ConfigError(f"{path}: a preset cannot name another preset")
+    base_name = preset.pop("extends", None)
+    if base_name is None:
+        return preset
+    base_path = preset_dir / BASE_DIR / f"{base_name}.yaml"
+    if not base_path.exists():
+        raise ConfigError(f"{path}: extends {base_name!r}, but there is no {base_path}")
+    config = load_yaml(base_path) or {}
+    if {"extends", "preset"} & set(config):
+        raise ConfigError(f"{base_path}: a base cannot extend or name a preset")
+    update_config(config, preset)
+    return config
+
+
 def apply_preset(config: dict, preset_dir: Path, overrides: Mapping) -> None:
     """Make ``config`` (in place) preset ``config["preset"]`` alone, then re-apply the
     command-line ``overrides`` (deep-merged, as Snakemake does): nothing of the default config
@@ -51,13 +81,7 @@ def apply_preset(config: dict, preset_dir: Path, overrides: Mapping) -> None:
     from snakemake.utils import update_config
 
     name = config["preset"]
-    path = preset_dir / f"{name}.yaml"
-    if not path.exists():
-        raise ConfigError(f"preset {name!r}: no file {path} (available: "
-                         f"{', '.join(available(preset_dir))})")
-    preset = load_yaml(path) or {}
-    if "preset" in preset:
-        raise ConfigError(f"{path}: a preset cannot name another preset")
+    preset = load_preset(preset_dir, name)
     config.clear()
     config.update(copy.deepcopy(preset))
     config["preset"] = name

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from pipeline_lib.presets import load_preset
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data" / "presets"
 SHARED = "shared"            # staged treebanks (<work>/shared/ud/<name>/), the run's shared_dir
@@ -39,7 +41,8 @@ SMOKE_STEPS = {"max_steps": 6, "warmup": 3, "validate_every": 6, "save_every": 6
 
 
 def preset(name: str) -> dict:
-    return yaml.safe_load((ROOT / "config" / "presets" / f"{name}.yaml").read_text())
+    """The preset as a whole config (its ``extends`` base merged in)."""
+    return load_preset(ROOT / "config" / "presets", name)
 
 
 def _local(value):

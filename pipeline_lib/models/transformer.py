@@ -9,6 +9,17 @@ copying methods: ``inputs`` (what the loader and decoder must build for it: the 
 models/inputs.py), ``Layer.insert`` (extra sub-layers, see layers.py), ``extra_memories`` (more
 states to attend to), ``project`` (after the last decoder layer), and the document hooks
 ``start_documents`` / ``finish_sentences`` that pipeline_lib.evaluate.decode calls in document mode.
+
+Extras (``ModelConfig.extras``, the plain Transformer only; subclasses read their own)
+-------------------------------------------------------------------------------
+``lang_tags`` (bool, false): every sentence starts with the tag of its output language (Johnson
+et al. 2017): translation rows ``<2tgt>``, restoration rows ``<2src>``, the layout of the cross-
+task model (models/crosstask.py, Data). Chen et al. (2021) train their Transformer baseline
+pre-trained on both resources this way (Table 1 #4; Sec. 2.3: the two tasks share one model, so
+each sentence says its task; fn. 12: restoration is then context-agnostic, each noised sentence
+restored from its sentence-level input alone). With an aux ``restore`` stream the loader reads
+restoration instances as sentence pairs (src_ids -> tgt_ids); hypotheses start with the tag, which
+decoding strips.
 """
 
 from __future__ import annotations
@@ -23,8 +34,8 @@ from torch import nn
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.vocab import PAD_ID
-from pipeline_lib.models.config import ModelConfig
-from pipeline_lib.models.inputs import ModelInputs, SpecialIds
+from pipeline_lib.models.config import ModelConfig, parse_extras
+from pipeline_lib.models.inputs import ModelInputs, SpecialIds, require_special
 from pipeline_lib.models.layers import (SOURCE_MEMORY, STATIC, LayerContext, Memory, StaticSteps,
                                         decoder_layer, encoder_layer, select_rows,
                                         sinusoidal_positions)
@@ -131,6 +142,13 @@ class DecoderState:
                             _select(self.extra, index), self.beam)
 
 
+@dataclass(frozen=True)
+class TransformerExtras:
+    """The plain Transformer's extras (module docstring)."""
+
+    lang_tags: bool = False
+
+
 @register("transformer")
 class Transformer(nn.Module):
     """Encoder-decoder Transformer; ``forward`` for training, ``encode``/``decode_step`` for search."""
@@ -151,6 +169,9 @@ class Transformer(nn.Module):
         # Pre-norm leaves the residual stream unnormalised, so each stack ends with a LayerNorm.
         self.enc_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
         self.dec_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        # subclasses parse their own extras (their classes name the keys they know)
+        self.extras = (parse_extras(TransformerExtras, cfg.extras, "transformer")
+                       if type(self) is Transformer else TransformerExtras())
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -167,16 +188,21 @@ class Transformer(nn.Module):
 
     def inputs(self, special: SpecialIds | None) -> ModelInputs:
         """What this model reads besides the sentence pair (the protocol, models/inputs.py);
-        the baseline reads sentence pairs only. ``special``: the piece ids of its sentencepiece
-        model (None when it has none)."""
-        return ModelInputs()
+        the baseline reads sentence pairs only, tagged with ``lang_tags``. ``special``: the
+        piece ids of its sentencepiece model (None when it has none)."""
+        if not self.extras.lang_tags:
+            return ModelInputs()
+        special = require_special(special, "transformer (lang_tags)")
+        return ModelInputs(tag=special.tgt_tag, restore_tag=special.src_tag)
 
     def translation_departure(self) -> str | None:
         """How this model translates differently from the sentence-level Transformer (None: it
         does not). Engines that run only that Transformer (the CTranslate2 export) ask the model
         instead of knowing every model: a model whose decoding changes says how here."""
         if type(self) is Transformer:
-            return None
+            return ("language tags (extras.lang_tags): every source sentence starts with the "
+                    "target language's tag, which the output's first token repeats"
+                    if self.extras.lang_tags else None)
         what = (type(self).__doc__ or type(self).__name__).strip().split("\n")[0].rstrip(".")
         return f"{what}: it translates with more than the sentence-level Transformer computes"
 

@@ -9,7 +9,8 @@ import yaml
 
 from pipeline_lib.ingest.download import CATALOGUE, NIST_SETS, ZHANG2018_DOC, ZHANG2018_SENT
 from pipeline_lib.plan import Plan, load_config
-from pipeline_lib.presets import apply_preset
+from pipeline_lib.config_files import ConfigError
+from pipeline_lib.presets import BASE_DIR, apply_preset, load_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -23,6 +24,11 @@ def _load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+def _preset(path: Path) -> dict:
+    """A preset file as a whole config (its ``extends`` base merged in)."""
+    return load_preset(path.parent, path.stem)
+
+
 def test_every_seed_setup_has_a_preset():
     assert {p.stem for p in PRESETS} >= EXPECTED
 
@@ -30,7 +36,7 @@ def test_every_seed_setup_has_a_preset():
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
 def test_preset_names_only_schema_keys_and_validates_merged(preset):
     schema = _load(SCHEMA)
-    data = _load(preset)
+    data = _preset(preset)
     unknown = set(data) - set(schema["properties"])
     assert not unknown, f"{preset.name}: keys unknown to the schema: {sorted(unknown)}"
     # `--config preset=<name>`: the preset's sections replace the default's, then validated.
@@ -59,9 +65,42 @@ def test_command_line_values_win_over_a_preset(tmp_path):
         apply_preset({"preset": "nope"}, ROOT / "config/presets", {})
 
 
+def test_a_preset_extends_its_base_and_states_only_its_data():
+    """The four Chen et al. presets share base/chen2021.yaml: the preset's keys win (its
+    training corpus), the base's arrive (models, recipes, training values); a base that does not
+    exist, or that extends again, is refused with the file named."""
+    bases = sorted((ROOT / "config/presets" / BASE_DIR).glob("*.yaml"))
+    assert [b.stem for b in bases] == ["chen2021"]
+    for b in bases:     # a base names only schema keys, and nothing that makes it a preset
+        assert set(_load(b)) <= set(_load(SCHEMA)["properties"]) - {"preset"}, b
+    chen = [p for p in PRESETS if p.stem.startswith("chen2021_")]
+    assert len(chen) == 4 and all(_load(p)["extends"] == "chen2021" for p in chen)
+    base = _load(bases[0])
+    for p in chen:
+        merged, own = _preset(p), _load(p)
+        assert merged["models"] == base["models"] and merged["decode"] == base["decode"]
+        assert merged["train"]["corpus"] == own["train"]["corpus"]
+        assert merged["train"]["lr"] == base["train"]["lr"]
+        assert merged["model_settings"]["crosstask_pretrain"]["corpus"] == \
+            own["model_settings"]["crosstask_pretrain"]["corpus"]
+        assert merged["model_settings"]["crosstask_pretrain"]["aux"] == "restore"
+        assert "extends" not in merged
+
+
+def test_a_missing_or_chained_base_is_refused(tmp_path):
+    (tmp_path / BASE_DIR).mkdir()
+    (tmp_path / "a.yaml").write_text("extends: nowhere\n")
+    with pytest.raises(ConfigError, match=r"a.yaml: extends 'nowhere', but there is no"):
+        load_preset(tmp_path, "a")
+    (tmp_path / BASE_DIR / "b.yaml").write_text("extends: c\n")
+    (tmp_path / "a.yaml").write_text("extends: b\n")
+    with pytest.raises(ConfigError, match="b.yaml: a base cannot extend"):
+        load_preset(tmp_path, "a")
+
+
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
 def test_downloaded_corpora_come_from_the_catalogue(preset):
-    data = _load(preset)
+    data = _preset(preset)
     downloads = data.get("downloads", {}).get("corpora", [])
     assert set(downloads) <= set(CATALOGUE)
     for name, spec in data["corpora"].items():
@@ -281,7 +320,7 @@ RECIPE_TRAIN_KEYS = {"max_tokens", "max_context_tokens", "update_freq", "max_ste
 def test_every_preset_states_every_training_value_and_its_model_size(preset):
     """The schema's train defaults are sized for the CPU smoke run (500 updates, lr 1e-3...):
     a preset states every recipe key of the train section itself, and the sizes of its model."""
-    schema, data = _load(SCHEMA), _load(preset)
+    schema, data = _load(SCHEMA), _preset(preset)
     assert RECIPE_TRAIN_KEYS <= set(schema["properties"]["train"]["properties"])
     missing = RECIPE_TRAIN_KEYS - set(data["train"])
     assert not missing, f"{preset.stem}: train keys left to the schema: {sorted(missing)}"

@@ -75,7 +75,8 @@ class Variant:
 
 #: Variants beyond each registered model's defaults (those the per-model tests exercised).
 MORE: dict[str, list[Variant]] = {
-    "transformer": [Variant("transformer", norm_first=True)],
+    "transformer": [Variant("transformer", norm_first=True),
+                    Variant("transformer", {"lang_tags": True})],
     "doct": [Variant("doct", norm_first=True), Variant("doct", {"gating": False})],
     "camn": [Variant("camn", {"memory_sentences": 2}),
              Variant("camn", {"memory_sentences": 2, "memory_mode": "concat"}),

@@ -391,6 +391,39 @@ def test_document_mode_subdocuments_and_restoration(doc_corpus):
     assert sum(len(b.doc_id) for b in sent) == len(rows)
 
 
+def test_a_tagged_transformer_reads_restoration_as_tagged_sentence_pairs(doc_corpus):
+    """Chen et al. (2021) Table 1 #4 (fn. 12, Sec. 2.3): the Transformer with ``lang_tags``
+    reads restoration instances as sentence pairs (each noised sentence-level input -> the
+    original, no document) with the source tag, translation pairs with the target tag; the
+    plain Transformer reads neither tag."""
+    from pipeline_lib.batch import DataMode
+
+    doc_dir, restore_dir, spm_model = doc_corpus
+    spec = _inputs("transformer", spm_model, lang_tags=True)
+    crosstask = _inputs("crosstask", spm_model)
+    assert spec.mode is DataMode.SENTENCE
+    assert (spec.tag, spec.restore_tag) == (crosstask.tag, crosstask.restore_tag)
+    assert None not in (spec.tag, spec.restore_tag) and spec.tag != spec.restore_tag
+    assert (_inputs("transformer", spm_model).tag, _inputs("transformer", spm_model).restore_tag) \
+        == (None, None)
+    cfg = LoaderConfig(max_tokens=200, seed=3, inputs=spec)
+    restore_rows = {(r["doc_id"], r["sent_idx"]): (r["src_ids"], r["tgt_ids"])
+                    for f in sorted(restore_dir.glob("shard-*"))
+                    for r in pq.read_table(f, columns=["doc_id", "sent_idx", "src_ids",
+                                                       "tgt_ids"]).to_pylist()}
+    restore = _epoch(restore_dir, cfg)
+    assert sum(len(b.doc_id) for b in restore) == len(restore_rows)
+    for b in restore:
+        assert not b.extra and b.ctx_src is None
+        for r, key in enumerate(_keys(b)):
+            src, tgt = restore_rows[key]
+            assert [t for t in b.src[r].tolist() if t != PAD_ID] == [spec.restore_tag, *src, EOS_ID]
+            assert [t for t in b.tgt_out[r].tolist() if t != PAD_ID] == \
+                [spec.restore_tag, *tgt, EOS_ID]
+    for b in _epoch(doc_dir, cfg):
+        assert (b.src[:, 0] == spec.tag).all() and (b.tgt_out[:, 0] == spec.tag).all()
+
+
 def test_rows_without_a_parse_are_unsupervised_but_their_batch_keeps_the_others(tmp_path):
     """Issue: the parse stage parses a prefix of the rows; a batch mixing parsed and unparsed rows
     used to drop every head. Now only the unparsed rows carry -1."""
