@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 from pipeline_lib import failed_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan, prepare_config
+from pipeline_lib.training.launch import train_slurm_extra
 
 min_version("9.0")
 

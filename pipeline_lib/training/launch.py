@@ -28,8 +28,8 @@ starts (``srun -n1 ... snakemake``, one task on the first node holding all its C
 a torchrun that starts one process per GPU of its node.
 
 Pre-emption: the rule ``exec``s this module and this module ``exec``s the built command, so the
-SIGTERM that SLURM sends to every process of the job step (``--signal=TERM@120`` in
-profiles/slurm, and on pre-emption) reaches torchrun/python, not a shell that would die at once
+SIGTERM that SLURM sends to every process of the job step (``--signal=TERM@120``, rule
+train_model's ``slurm_extra``: :data:`TRAIN_SBATCH`, and on pre-emption) reaches torchrun/python, not a shell that would die at once
 and end the step before the trainer has saved. The trainer saves ``checkpoints/last`` and exits
 143; torchrun waits ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` seconds for its workers to save before it
 kills them (``SAVE_GRACE_S`` here, not torch's 30).
@@ -49,8 +49,12 @@ from dataclasses import dataclass
 
 DEFAULT_MODULE = "pipeline_lib.training.train"
 RDZV_PORT = 29500
+# sbatch flags every training job needs (rule train_model's slurm_extra): SIGTERM 120 s before
+# the time limit (the trainer saves and exits 143; see Pre-emption above), and a requeued job
+# appends to its SLURM log instead of overwriting the pre-empted attempt's.
+TRAIN_SBATCH = ("--signal=TERM@120", "--open-mode=append")
 # Seconds torchrun gives its workers to save after SIGTERM before it SIGKILLs them: under the
-# 120 s that profiles/slurm's --signal=TERM@120 leaves before the time limit.
+# 120 s that --signal=TERM@120 leaves before the time limit.
 SAVE_GRACE_S = 110
 # SLURM variables that name the job; every other SLURM_* in a job step describes that step
 # (its tasks, CPUs, GPUs) and must not shape the trainer's own step (the plugin's jobstep
@@ -248,6 +252,27 @@ def attempt_header(attempt: int, env: Mapping[str, str]) -> str:
     where = f"SLURM job {job} (restart {env.get('SLURM_RESTART_COUNT', '0')}) on " if job else ""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return f"===== attempt {attempt}: {where}{socket.gethostname()} at {stamp} ====="
+
+
+def train_slurm_extra(overrides: Mapping[str, Mapping]) -> str:
+    """Rule train_model's ``slurm_extra``: :data:`TRAIN_SBATCH`, unless ``overrides`` (Snakemake's
+    ``set-resources``: the profile's block, or the command line's, which replaces it whole)
+    gives the rule its own, which must then hold those flags too.
+
+    WHY in the rule and not the profile: a command-line ``--set-resources`` for any rule drops
+    the profile's whole block, and with it the flags; a job without ``--signal`` is killed at
+    its time limit without a save. Refused with what to add (a ``WorkflowError`` one-liner in the
+    Snakefile), before anything is submitted."""
+    given = (overrides.get("train_model") or {}).get("slurm_extra")
+    if given is None:
+        return "'" + " ".join(TRAIN_SBATCH) + "'"
+    given = getattr(given, "raw", given)    # Snakemake's parsed Resource keeps what was typed
+    missing = [f for f in TRAIN_SBATCH if f not in str(given).strip("'\"").split()]
+    if missing:
+        raise ValueError(f"set-resources train_model:slurm_extra={given!r} lacks "
+                         f"{' '.join(missing)}: add it (the trainer saves on SIGTERM before the "
+                         "time limit, a requeued job appends to its log)")
+    return str(given)
 
 
 def check_requeue(job: Mapping[str, str], require: bool) -> None:

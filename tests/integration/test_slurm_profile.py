@@ -25,6 +25,14 @@ SHIMS = ROOT / "tests" / "shims"
 # Rule names and shapes like the real workflow's: CPU parse shards fanned out, a GPU trainer that starts
 # through pipeline_lib.training.launch, a GPU decoder, and a local `all`.
 SNAKEFILE = textwrap.dedent("""
+    from snakemake.exceptions import WorkflowError
+    from pipeline_lib.training.launch import train_slurm_extra
+
+    try:   # as workflow/rules/train.smk does
+        TRAIN_SLURM_EXTRA = train_slurm_extra(workflow.resource_settings.overwrite_resources)
+    except ValueError as e:
+        raise WorkflowError(str(e)) from None
+
     localrules: all
 
     SHARDS = ["00000", "00001"]
@@ -39,7 +47,7 @@ SNAKEFILE = textwrap.dedent("""
     rule train_model:
         input: expand("shards/shard-{shard}.txt", shard=SHARDS)
         output: "train/launch.txt"
-        resources: nodes=1, gres="gpu:4"
+        resources: nodes=1, gres="gpu:4", slurm_extra=TRAIN_SLURM_EXTRA
         shell: "python -m pipeline_lib.training.launch --print-only --gpus-per-node 1 -- --steps 3 > {output}"
 
     rule decode_test:
@@ -117,6 +125,31 @@ def test_slurm_profile_submits_polls_and_collects_through_the_real_executor(tmp_
     # ... and each job step went through srun, as the jobstep executor does on a real cluster.
     tools = [json.loads(line)["tool"] for line in (state / "calls.jsonl").read_text().splitlines()]
     assert tools.count("srun") == 4 and "sacct" in tools
+
+
+def test_an_own_slurm_extra_without_the_signal_is_refused_before_submitting(tmp_path):
+    """Issue 27 item 7: the rule carries --signal=TERM@120 --open-mode=append, so a command-line
+    --set-resources (which replaces the profile's whole block) keeps them; a train_model
+    slurm_extra of one's own without them stops the run with one line, nothing submitted."""
+    state = tmp_path / "fake_slurm"
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    env = {**os.environ,
+           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")]),
+           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+    base = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
+            "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path), "-n"]
+    bad = subprocess.run([*base, "--set-resources", "train_model:slurm_extra='--qos=high'"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = bad.stdout + bad.stderr
+    assert bad.returncode == 1, out
+    assert "slurm_extra=\"'--qos=high'\" lacks --signal=TERM@120 --open-mode=append" in out, out
+    assert "Traceback" not in out
+    assert not (state / "calls.jsonl").exists() or not _sbatch_calls(state)
+    good = subprocess.run([*base, "--set-resources", "train_model:slurm_extra='--qos=high "
+                           "--signal=TERM@120 --open-mode=append'"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0, good.stdout + good.stderr
 
 
 @pytest.mark.slow

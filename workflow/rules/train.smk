@@ -3,6 +3,12 @@ pipeline_lib.training.launch) with the two-step recipes of the papers (config mo
 init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan.py)."""
 
 
+try:
+    TRAIN_SLURM_EXTRA = train_slurm_extra(workflow.resource_settings.overwrite_resources)
+except ValueError as e:
+    raise WorkflowError(str(e)) from None
+
+
 rule train_model:
     wildcard_constraints:
         model=plan.job_regex(),
@@ -22,7 +28,7 @@ rule train_model:
     log:
         # A link to logs/train_model/{model}.attempts.log, which keeps every attempt's output
         # (see the shell): Snakemake deletes a rule's log before each attempt.
-        "logs/train_model/{model}.log",
+        plan.results.log("train_model"),
     benchmark:
         plan.results.benchmark("train_model")
     params:
@@ -46,6 +52,10 @@ rule train_model:
     # Resources, not params: neither may rerun a finished job.
     resources:
         nodes=config["cluster"]["nodes"],
+        # --signal=TERM@120 --open-mode=append (pipeline_lib.training.launch.TRAIN_SBATCH) here,
+        # not in the profile, so a command-line --set-resources does not drop them; an own
+        # slurm_extra for train_model must repeat them (refused otherwise)
+        slurm_extra=TRAIN_SLURM_EXTRA,
         gres=f"gpu:{config['cluster']['gpus_per_node']}" if config["cluster"]["gpus_per_node"] else "",
         attempt=lambda wc, attempt: attempt,
         require_requeue=1,
@@ -64,7 +74,9 @@ rule train_model:
     # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
     # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
     # fails and a new one is submitted.
-    retries: 0 if workflow.remote_exec else 3
+    # Elsewhere the profile's `retries` (None: Snakemake's --retries, so a job the launcher
+    # refuses is submitted 1 + retries times, not more).
+    retries: 0 if workflow.remote_exec else None
     conda:
         "../../envs/train.yaml"
     # `exec`: the launcher, then the trainer, replaces this shell, so the SIGTERM that SLURM sends

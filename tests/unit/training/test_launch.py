@@ -19,6 +19,7 @@ from pipeline_lib.training.launch import (
     granted_gpus,
     plan,
     preemption_problem,
+    train_slurm_extra,
 )
 
 ARGS = ["--config", "c.yaml", "--out-dir", "out"]
@@ -161,3 +162,16 @@ def test_cli_prints_the_command_without_running_it():
     assert "--nproc_per_node=2" in out.stdout and out.stdout.strip().endswith("--attempt 3 --steps 5")
     assert out.stderr.startswith("===== attempt 3: ")
     assert "launch: OMP_NUM_THREADS=3 MKL_NUM_THREADS=3 " in out.stderr
+
+
+def test_train_slurm_extra_is_the_rules_unless_given_and_then_must_keep_the_signal():
+    """Issue 27 item 7: the flags live in the rule (a command-line --set-resources replaces the
+    profile's block); an own slurm_extra for train_model keeps them or is refused, naming them."""
+    assert train_slurm_extra({}) == "'--signal=TERM@120 --open-mode=append'"
+    assert train_slurm_extra({"parse_shard": {"mem_mb": 1}}) == train_slurm_extra({})
+    own = "'--qos=high --signal=TERM@120 --open-mode=append'"
+    assert train_slurm_extra({"train_model": {"slurm_extra": own}}) == own
+    with pytest.raises(ValueError, match=r"lacks --open-mode=append: add it"):
+        train_slurm_extra({"train_model": {"slurm_extra": "--signal=TERM@120"}})
+    with pytest.raises(ValueError, match=r"lacks --signal=TERM@120 --open-mode=append"):
+        train_slurm_extra({"train_model": {"require_requeue": 0, "slurm_extra": "--qos=x"}})
