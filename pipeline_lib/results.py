@@ -1,7 +1,7 @@
 """The results layout, declared once: every stage output's path, one method per stage.
 
 Rule files, final targets, the report's inputs and the plan read paths from here and spell none
-themselves. A method's arguments are the stage's wildcards: left at their defaults they give the
+themselves: stage outputs, and each job's log and benchmark file (``JOB_FILES``). A method's arguments are the stage's wildcards: left at their defaults they give the
 rule's own pattern (``{corpus}``), filled in they give one job's files. Each method returns its
 files by role (``Files``): a mapping for a rule's ``output: **results.ingest_corpus()``, an
 attribute for one file (``results.ingest_corpus(c).docs``).
@@ -15,26 +15,33 @@ from __future__ import annotations
 from pipeline_lib.layout import (CKPT_FINAL, DOCS_FILE, MANIFEST_FILE, METRICS_FILE,
                                  QUARANTINE_FILE, STANZA_MODEL_FILE)
 
-#: Each rule's benchmark file (Snakemake's ``benchmark:``), a pattern of the rule's wildcards.
-#: The local rules (download_corpus, check_ldc) have none: their time is the network's.
-BENCHMARKS = {
-    "ingest_corpus": "benchmarks/ingest_corpus/{corpus}.tsv",
-    "stanza_models": "benchmarks/stanza_models/{lang}.tsv",
-    "parse_shard": "benchmarks/parse_shard/{corpus}/{side}.{shard}.tsv",
-    "parse_corpus": "benchmarks/parse_corpus/{corpus}.tsv",
-    "train_bpe": "benchmarks/train_bpe/train_bpe.tsv",
-    "encode_bpe": "benchmarks/encode_bpe/{corpus}.tsv",
-    "encode_heads": "benchmarks/encode_heads/{corpus}.tsv",
-    "make_head_shards": "benchmarks/make_head_shards/{corpus}.tsv",
-    "noise_docs": "benchmarks/noise_docs/{corpus}.tsv",
-    "make_shards": "benchmarks/make_shards/{corpus}.tsv",
-    "verify_shards": "benchmarks/verify_shards/{corpus}.tsv",
-    "train_model": "benchmarks/train_model/{model}.tsv",
-    "decode_test": "benchmarks/decode_test/{model}/{corpus}/{split}.tsv",
-    "score_test": "benchmarks/score_test/score_test.tsv",
-    "discourse_consistency": "benchmarks/discourse_consistency/discourse_consistency.tsv",
-    "discourse_contrastive": "benchmarks/discourse_contrastive/{model}.tsv",
+#: Each rule's jobs by name: the wildcards that name one job's log and benchmark files
+#: (``<logs>/<rule>/<job>.log``, ``<benchmarks>/<rule>/<job>.tsv``).
+JOB_FILES = {
+    "download_corpus": "{download}",
+    "check_ldc": "check_ldc",
+    "ingest_corpus": "{corpus}",
+    "stanza_models": "{lang}",
+    "parse_shard": "{corpus}/{side}.{shard}",
+    "parse_corpus": "{corpus}",
+    "train_bpe": "train_bpe",
+    "encode_bpe": "{corpus}",
+    "encode_heads": "{corpus}",
+    "make_head_shards": "{corpus}",
+    "noise_docs": "{corpus}",
+    "make_shards": "{corpus}",
+    "verify_shards": "{corpus}",
+    "train_model": "{model}",
+    "decode_test": "{model}/{corpus}/{split}",
+    "score_test": "score_test",
+    "discourse_consistency": "discourse_consistency",
+    "discourse_contrastive": "{model}",
+    "report": "report",
 }
+#: The local rules (download_corpus, check_ldc) have no benchmark: their time is the network's.
+UNTIMED = {"download_corpus", "check_ldc"}
+#: the default ``results_dir``, whose logs and benchmarks sit directly in ``logs/``, ``benchmarks/``
+DEFAULT_RESULTS = "results"
 
 
 class Files(dict):
@@ -54,6 +61,22 @@ class Results:
     def __init__(self, results_dir: str, resources_dir: str) -> None:
         self.root = results_dir
         self.resources = resources_dir
+        self.run = run_name(results_dir)
+
+    def _job_file(self, kind: str, rule: str, suffix: str, wildcards: dict[str, str]) -> str:
+        name = JOB_FILES[rule].format(**wildcards) if wildcards else JOB_FILES[rule]
+        return "/".join([kind, *([self.run] if self.run else []), rule, name + suffix])
+
+    def log(self, rule: str, **wildcards: str) -> str:
+        """Rule ``rule``'s log file: its pattern, or one job's file given its wildcards."""
+        return self._job_file("logs", rule, ".log", wildcards)
+
+    def benchmark(self, rule: str, **wildcards: str) -> str:
+        """Rule ``rule``'s benchmark file (Snakemake's ``benchmark:``): its pattern, or one job's
+        file given its wildcards."""
+        if rule in UNTIMED:
+            raise ValueError(f"rule {rule} has no benchmark (a local rule: the network's time)")
+        return self._job_file("benchmarks", rule, ".tsv", wildcards)
 
     def _at(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -150,7 +173,19 @@ class Results:
                            bleu="bleu_intervals.png", curves="training_curves.png",
                            config="config.json", manifest=MANIFEST_FILE)
 
-    @staticmethod
-    def benchmark(rule: str, **wildcards: str) -> str:
-        """Rule ``rule``'s benchmark file: its pattern, or one job's file given its wildcards."""
-        return BENCHMARKS[rule].format(**wildcards) if wildcards else BENCHMARKS[rule]
+
+def run_name(results_dir: str) -> str:
+    """The folder of a run's logs and benchmarks under ``logs/`` and ``benchmarks/``: none for
+    the default run (``results``), the results folder's path below ``results/`` for the others
+    (``results/converged`` -> ``converged``, a preset's ``results/<preset>`` -> ``<preset>``), or
+    the whole path for one elsewhere (``/scratch/run1`` -> ``scratch_run1``).
+
+    WHY: a profile or preset run in the default run's checkout must not write its logs and wall
+    times over the default run's (the report reads the wall times), and the default run's
+    paths stay where they were (a benchmark file is a job output: moving it reruns the job)."""
+    path = results_dir.strip("/")
+    if path == DEFAULT_RESULTS:
+        return ""
+    if path.startswith(DEFAULT_RESULTS + "/"):
+        path = path[len(DEFAULT_RESULTS) + 1:]
+    return path.replace("/", "_")

@@ -4,6 +4,7 @@ init_from chains, what each job is given, evaluated systems, test sets and the f
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -336,3 +337,28 @@ def test_controls_of_jobs_that_stop_on_a_plateau_stop_under_the_same_rule():
     converged = Plan(load_config(*configs[:2]))
     assert "crosstask" not in converged.jobs
     assert all(j.train["patience"] > 0 for j in converged.jobs.values())
+
+
+def test_each_run_keeps_its_logs_and_benchmarks_apart():
+    """Issue 27: a profile or preset run in the default run's checkout wrote its logs and wall
+    times over the default run's. Each results folder now has its own; the default run's paths
+    are unchanged (a benchmark file is a job output: moving it would rerun the job)."""
+    from pipeline_lib.results import JOB_FILES, UNTIMED, Results, run_name
+
+    default = Results("results", "resources")
+    assert default.log("train_model") == "logs/train_model/{model}.log"
+    assert default.benchmark("parse_shard", corpus="bible", side="src", shard="1") == \
+        "benchmarks/parse_shard/bible/src.1.tsv"
+    assert Results("results/converged", "r").log("decode_test", model="m", corpus="c",
+                                                 split="test") == \
+        "logs/converged/decode_test/m/c/test.log"
+    assert Results("results/chen2021_zh-en", "r").benchmark("train_model") == \
+        "benchmarks/chen2021_zh-en/train_model/{model}.tsv"
+    assert run_name("/scratch/run1/") == "scratch_run1" and run_name("results/") == ""
+    assert set(UNTIMED) < set(JOB_FILES)
+    with pytest.raises(ValueError, match="check_ldc has no benchmark"):
+        default.benchmark("check_ldc")
+    # every rule of the workflow names its log through Results.log (no literal path)
+    rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
+    assert '"logs/' not in rules and "'logs/" not in rules
+    assert set(re.findall(r"^rule (\w+):", rules, re.M)) - {"all"} <= set(JOB_FILES)

@@ -13,7 +13,7 @@ rule decode_test:
     output:
         **plan.results.decode_test(),
     log:
-        "logs/decode_test/{model}/{corpus}/{split}.log",
+        plan.results.log("decode_test"),
     benchmark:
         plan.results.benchmark("decode_test")
     params:

@@ -34,7 +34,7 @@ rule download_corpus:
     output:
         manifest=plan.results.download().manifest,
     log:
-        "logs/download_corpus/{download}.log",
+        plan.results.log("download_corpus"),
     params:
         resources=lambda w, output: Path(output.manifest).parents[2],
         trust="--trust-first-download" if DOWNLOADS["trust_first_download"] else "",
@@ -53,7 +53,7 @@ rule check_ldc:
     output:
         manifest=plan.results.check_ldc().manifest,
     log:
-        "logs/check_ldc.log",
+        plan.results.log("check_ldc"),
     params:
         dirs=json.dumps(DOWNLOADS["ldc"], sort_keys=True),
         required=" ".join(DOWNLOADS["ldc_required"]),

@@ -12,7 +12,7 @@ rule ingest_corpus:
     output:
         **plan.results.ingest_corpus(),
     log:
-        "logs/ingest_corpus/{corpus}.log",
+        plan.results.log("ingest_corpus"),
     benchmark:
         plan.results.benchmark("ingest_corpus")
     params:

@@ -16,7 +16,7 @@ rule stanza_models:
     output:
         **plan.results.stanza_models(),
     log:
-        "logs/stanza_models/{lang}.log",
+        plan.results.log("stanza_models"),
     benchmark:
         plan.results.benchmark("stanza_models")
     params:
@@ -46,7 +46,7 @@ rule parse_shard:
     output:
         **plan.results.parse_shard(),
     log:
-        "logs/parse_shard/{corpus}/{side}.{shard}.log",
+        plan.results.log("parse_shard"),
     benchmark:
         plan.results.benchmark("parse_shard")
     params:
@@ -77,7 +77,7 @@ rule parse_corpus:
     output:
         **plan.results.parse_corpus(),
     log:
-        "logs/parse_corpus/{corpus}.log",
+        plan.results.log("parse_corpus"),
     benchmark:
         plan.results.benchmark("parse_corpus")
     params:

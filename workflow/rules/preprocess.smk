@@ -15,7 +15,7 @@ rule train_bpe:
     output:
         **plan.results.train_bpe(),
     log:
-        "logs/train_bpe/train_bpe.log",
+        plan.results.log("train_bpe"),
     benchmark:
         plan.results.benchmark("train_bpe")
     params:
@@ -46,7 +46,7 @@ rule encode_bpe:
     output:
         **plan.results.encode_bpe(),
     log:
-        "logs/encode_bpe/{corpus}.log",
+        plan.results.log("encode_bpe"),
     benchmark:
         plan.results.benchmark("encode_bpe")
     params:
@@ -73,7 +73,7 @@ rule encode_heads:
     output:
         **plan.results.encode_heads(),
     log:
-        "logs/encode_heads/{corpus}.log",
+        plan.results.log("encode_heads"),
     benchmark:
         plan.results.benchmark("encode_heads")
     params:
@@ -94,7 +94,7 @@ rule make_head_shards:
     output:
         shards=directory(plan.results.make_head_shards()),
     log:
-        "logs/make_head_shards/{corpus}.log",
+        plan.results.log("make_head_shards"),
     benchmark:
         plan.results.benchmark("make_head_shards")
     params:
@@ -119,7 +119,7 @@ rule noise_docs:
     output:
         **plan.results.noise_docs(),
     log:
-        "logs/noise_docs/{corpus}.log",
+        plan.results.log("noise_docs"),
     benchmark:
         plan.results.benchmark("noise_docs")
     params:
@@ -152,7 +152,7 @@ checkpoint make_shards:
     output:
         shards=directory(plan.results.make_shards()),
     log:
-        "logs/make_shards/{corpus}.log",
+        plan.results.log("make_shards"),
     benchmark:
         plan.results.benchmark("make_shards")
     params:
@@ -181,7 +181,7 @@ rule verify_shards:
     output:
         manifest=plan.results.verify_shards().manifest,
     log:
-        "logs/verify_shards/{corpus}.log",
+        plan.results.log("verify_shards"),
     benchmark:
         plan.results.benchmark("verify_shards")
     params:

@@ -23,7 +23,7 @@ rule report:
         config=OUT.config,
         manifest=OUT.manifest,
     log:
-        "logs/report/report.log",
+        plan.results.log("report"),
     params:
         contrastive=lambda w, input: " ".join(
             f"--contrastive {m} {p}" for m, p in zip(plan.models, input.contrastive)

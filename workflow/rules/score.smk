@@ -24,7 +24,7 @@ rule score_test:
     output:
         **plan.results.score_test(),
     log:
-        "logs/score_test/score_test.log",
+        plan.results.log("score_test"),
     benchmark:
         plan.results.benchmark("score_test")
     params:
@@ -54,7 +54,7 @@ rule discourse_consistency:
     output:
         **plan.results.discourse_consistency(),
     log:
-        "logs/discourse_consistency/discourse_consistency.log",
+        plan.results.log("discourse_consistency"),
     benchmark:
         plan.results.benchmark("discourse_consistency")
     params:
@@ -77,7 +77,7 @@ rule discourse_contrastive:
     output:
         **plan.results.discourse_contrastive(),
     log:
-        "logs/discourse_contrastive/{model}.log",
+        plan.results.log("discourse_contrastive"),
     benchmark:
         plan.results.benchmark("discourse_contrastive")
     params:
