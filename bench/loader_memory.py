@@ -111,8 +111,10 @@ def main() -> None:
     p.add_argument("--smoke", action="store_true",
                    help="smallest real run (CI): sizes 2000 4000, max tokens 1024, 2 batches")
     if p.parse_known_args()[0].smoke:
-        p.set_defaults(sizes=[2000, 4000], max_tokens=1024, batches=2)
+        p.set_defaults(max_tokens=1024, batches=2)
     a = p.parse_args()
+    if a.smoke:   # the sizes are the smoke's even when given (README's command + --smoke)
+        a.sizes = [2000, 4000]
     if a.child:
         print(json.dumps(measure(a.child, a.max_tokens, a.batches)))
         return

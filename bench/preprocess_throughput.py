@@ -133,8 +133,10 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="smallest real run (CI): sizes 200 400, vocab 500, 2000 seed sentences")
     if ap.parse_known_args()[0].smoke:
-        ap.set_defaults(sizes=[200, 400], vocab_size=500, seed_sentences=2000)
+        ap.set_defaults(vocab_size=500, seed_sentences=2000)
     args = ap.parse_args()
+    if args.smoke:   # the sizes are the smoke's even when given (README's command + --smoke)
+        args.sizes = [200, 400]
     if args._stage:
         print(json.dumps(run_stages(args._stage, args._model)))
         return 0

@@ -119,12 +119,18 @@ def layout_from_lines(lines: list[str], separator: str = "",
 def layout_from_reader(reader: str, spec: dict, split: str) -> Layout:
     """The source side of ``split`` of a corpus read by a configured reader; documents are
     separated by blank lines in the output. What the reader quarantines is counted on stderr:
-    those records are not translated, and the output would otherwise not say so."""
+    those records are not translated, and the output would otherwise not say so.
+
+    ``spec`` is the corpus entry of the config (``{"splits": {split: {"src": ...}}, ...}``) or,
+    as README writes it, just the split's files (``{"src": ..., "tgt": ...}``), taken as
+    ``split``'s entry."""
     from collections import Counter
 
     from pipeline_lib.ingest import Limits, reader_module
     from pipeline_lib.tables import Rejected, Sentence
 
+    if "splits" not in spec and "src" in spec:
+        spec = {"splits": {split: spec}}
     rows, rejected = [], Counter()
     for s in reader_module(reader).read("input", {**spec, "reader": reader}, Limits()):
         if isinstance(s, Sentence) and s.split == split:
@@ -213,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--doc-separator", default="", help="line that separates documents ('' = blank)")
     ap.add_argument("--docids", type=Path, help="one document id per input line")
     ap.add_argument("--reader", help="read --input with this corpus reader (pipeline_lib.ingest)")
-    ap.add_argument("--spec", default="{}", help="the reader's keys as JSON (its splits entry)")
+    ap.add_argument("--spec", default="{}", help="the corpus entry as JSON ({\"splits\": {...}}), or only --split's "
+                    "files ({\"src\": ..., \"tgt\": ...})")
     ap.add_argument("--split", default="test", help="split of --reader's corpus to translate")
     ap.add_argument("--unit", choices=["document", "sentence"], default="document",
                     help="document-level models: with the sub-document, or each sentence alone")

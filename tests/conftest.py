@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 sys.path[1:1] = [str(d) for d in sorted((ROOT / "tests" / "unit").iterdir()) if d.is_dir()]
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under `pytest -n 2 --dist loadgroup` (make test) every test of the tiny end-to-end run
     goes to one worker: the session fixture is then built once, not once per worker."""
