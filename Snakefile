@@ -11,7 +11,8 @@ from snakemake.exceptions import WorkflowError
 
 from pipeline_lib import failed_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
-from pipeline_lib.plan import Plan, prepare_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import prepare_config
 from pipeline_lib.training.launch import train_slurm_extra
 
 min_version("9.0")
@@ -25,7 +26,7 @@ configfile: "config/config.yaml"
 # `--config preset=<name>` applies a paper's setup (config/presets/; command-line values still
 # win), then the config is validated against workflow/schemas/config.schema.yaml, which fills in
 # every default. A refused config is a WorkflowError: its message, not a Python stack.
-# `plan` (pipeline_lib/plan.py) is all the rule files read.
+# `plan` (pipeline_lib/plan/) is all the rule files read.
 try:
     check_files(workflow.configfiles)
     overrides, cli = command_line_config(config, workflow.config_settings)

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 
-from pipeline_lib.plan import load_config
+from pipeline_lib.run_config import load_config
 from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.evaluate.decode import read_shards, translate_sentences
 from pipeline_lib.models.search import BeamConfig, max_output_lengths

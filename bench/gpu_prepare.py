@@ -39,7 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline_lib.plan import Plan, load_config  # noqa: E402
+from pipeline_lib.plan import Plan  # noqa: E402
+from pipeline_lib.run_config import load_config  # noqa: E402
 
 PROFILE = ["config/config.yaml", "config/converged.yaml", "config/gpu.yaml"]
 #: data mode -> the job of the GPU profile that trains in it, and its aux_ratio in the bench

@@ -57,7 +57,7 @@ import torch
 from loader_memory import VOCAB, write_shards
 from train_throughput import Updater
 
-from pipeline_lib.plan import load_config
+from pipeline_lib.run_config import load_config
 from pipeline_lib.batch import Batch
 from pipeline_lib.batch import DataMode
 from pipeline_lib.evaluate.decode import (translate_documents, translate_sentences,

@@ -31,7 +31,7 @@ import warnings
 import torch
 
 
-from pipeline_lib.plan import load_config
+from pipeline_lib.run_config import load_config
 from pipeline_lib.batch import Batch
 from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.models.config import ModelConfig

@@ -94,7 +94,8 @@ def default_jobs(size: str) -> dict:
     """The mode jobs of the default config's plan, at ``model_sizes[size]`` (needs snakemake)."""
     from gpu_prepare import mode_jobs
 
-    from pipeline_lib.plan import Plan, load_config
+    from pipeline_lib.plan import Plan
+    from pipeline_lib.run_config import load_config
 
     cfg = load_config(ROOT / "config" / "config.yaml")
     plan = Plan(cfg)

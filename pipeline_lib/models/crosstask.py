@@ -115,7 +115,7 @@ trains from scratch on the two fine-tuning tasks, no pre-training (``crosstask_s
 The default run does neither: it pre-trains on the Bible's own pairs and documents for a few
 hundred updates, then fine-tunes (self pre-training, config/config.yaml). A matched control
 mirrors the chain with Transformers: the same translation updates on the same corpora
-(pipeline_lib/plan.py). The presets' header tables give the paper's steps, batches and learning
+(pipeline_lib/plan/training.py). The presets' header tables give the paper's steps, batches and learning
 rates (Sec. 4.1) beside their own.
 
 The paper trains every parameter in both stages (no freezing). For a two-step comparison with

@@ -82,7 +82,7 @@ fine-tunes every parameter from the sentence-level baseline (``init_from: transf
 U^(1)/u^(2) are new) for a few hundred updates on the parsed subset (``data: heads``: the pairs
 stanza parsed, ``parse.max_sentences_per_split`` of them, every one supervised), because a second
 full training run does not fit the 60-minute CPU budget; its matched control is the baseline
-continued on the same subset for the same updates (pipeline_lib/plan.py), and the report says
+continued on the same subset for the same updates (pipeline_lib/plan/training.py), and the report says
 it is a fine-tune. For the paper's recipe drop ``init_from``, give it the baseline's steps and
 ``data: heads`` with ``parse.max_sentences_per_split: null`` (all pairs parsed); its matched
 control is then ``transformer_scratch<N>``, a Transformer trained from scratch for the same N

@@ -109,7 +109,8 @@ def gpu_check(places, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def places(tiny_pipeline) -> dict[str, str]:
     """The tiny run's files the cases read, named by pipeline_lib.results as the rules do."""
-    from pipeline_lib.plan import Plan, load_config
+    from pipeline_lib.plan import Plan
+    from pipeline_lib.run_config import load_config
 
     results = Plan(load_config(ROOT / "config" / "config.yaml",
                                tiny_pipeline / "config.yaml")).results

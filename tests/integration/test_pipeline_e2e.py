@@ -27,7 +27,8 @@ def _manifest(run: Path, *parts: str) -> dict:
 def _plan(run: Path):
     from conftest import ROOT
 
-    from pipeline_lib.plan import Plan, load_config
+    from pipeline_lib.plan import Plan
+    from pipeline_lib.run_config import load_config
 
     return Plan(load_config(ROOT / "config" / "config.yaml", run / "config.yaml"))
 

@@ -21,7 +21,8 @@ from conftest import run_snakemake
 from preset_fixtures import (PRESETS, fixture_overrides, merged, smoke_overrides, stage,
                              write_config)
 
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
 
 pytestmark = pytest.mark.slow
 

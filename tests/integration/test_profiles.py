@@ -15,7 +15,8 @@ import pytest
 import yaml
 from conftest import ROOT, run_snakemake
 
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
 
 PROFILES = {"converged": ["converged.yaml"], "gpu": ["converged.yaml", "gpu.yaml"]}
 

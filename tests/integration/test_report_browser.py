@@ -22,7 +22,8 @@ import pytest
 # shared stage outputs, written by the stages' own writers
 from test_report import build_results, run_report, write_benchmark
 
-from pipeline_lib.plan import Plan, load_config  # noqa: E402
+from pipeline_lib.plan import Plan  # noqa: E402
+from pipeline_lib.run_config import load_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -47,7 +47,8 @@ def _config(work: Path) -> dict:
 
 def _plan(cfg: dict):
     """The plan of the default config with the test's config over it."""
-    from pipeline_lib.plan import Plan, load_config
+    from pipeline_lib.plan import Plan
+    from pipeline_lib.run_config import load_config
 
     base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     from snakemake.utils import update_config

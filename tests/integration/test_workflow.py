@@ -12,7 +12,8 @@ import pytest
 import yaml
 from preset_fixtures import PRESETS, fixture_overrides, stage, write_config
 
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

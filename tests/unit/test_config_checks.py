@@ -1,4 +1,4 @@
-"""What the schema cannot say, refused when the config is loaded (pipeline_lib/plan.py
+"""What the schema cannot say, refused when the config is loaded (pipeline_lib/run_config.py
 ``check_config``), and each preset's own results folder (pipeline_lib/presets.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p.stem for p in (ROOT / "config" / "presets").glob("*.yaml"))

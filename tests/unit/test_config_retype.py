@@ -1,6 +1,6 @@
 """Command-line config (``--config KEY=VALUE``) typed as YAML 1.2 with duplicate keys refused
 (pipeline_lib/config_files.py ``retype_config_args``, ``command_line_config``), and its ``train``
-reaching every job (pipeline_lib/plan.py ``_command_line_train``).
+reaching every job (pipeline_lib/run_config.py ``_command_line_train``).
 
 WHY: Snakemake reads a nested ``--config`` value with YAML's BaseLoader, so README's own
 ``seeds='[1, 2, 3]'`` and ``train='{max_steps: 10}'`` arrived as strings and failed the schema,
@@ -17,7 +17,8 @@ from snakemake.settings.types import ConfigSettings
 
 from pipeline_lib.config_files import (DuplicateKeyError, command_line_config,
                                        retype_config_args)
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

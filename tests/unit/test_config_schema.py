@@ -16,7 +16,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from pipeline_lib.layout import NAME_PATTERN
-from pipeline_lib.plan import load_config
+from pipeline_lib.run_config import load_config
 from pipeline_lib.ingest import aspec, iwslt, ldc, mono, plaintext, sgml, tdf, wmt_xml
 from pipeline_lib.ingest.lines import ALLOW_EMPTY
 

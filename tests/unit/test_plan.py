@@ -1,4 +1,4 @@
-"""The run plan (pipeline_lib/plan.py) on the default config and on every preset: jobs and their
+"""The run plan (pipeline_lib/plan/) on the default config and on every preset: jobs and their
 init_from chains, what each job is given, evaluated systems, test sets and the final targets."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from pipeline_lib.models.registry import MODELS
-from pipeline_lib.plan import PARSE_PRIORITY, Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
+from pipeline_lib.plan.training import PARSE_PRIORITY
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p.stem for p in (ROOT / "config" / "presets").glob("*.yaml"))

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from pipeline_lib.ingest.download import CATALOGUE, NIST_SETS, ZHANG2018_DOC, ZHANG2018_SENT
-from pipeline_lib.plan import Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import load_config
 from pipeline_lib.config_files import ConfigError
 from pipeline_lib.presets import BASE_DIR, apply_preset, load_preset
 

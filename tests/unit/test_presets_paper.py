@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from pipeline_lib.config_files import load_yaml
-from pipeline_lib.plan import PRESET_DIR, Plan, load_config
+from pipeline_lib.plan import Plan
+from pipeline_lib.run_config import PRESET_DIR, load_config
 from pipeline_lib.presets import PAPER_DIR, paper_values
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@
 import json
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.plan import PARSE_PRIORITY
+from pipeline_lib.plan.training import PARSE_PRIORITY
 
 
 wildcard_constraints:

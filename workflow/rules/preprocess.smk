@@ -4,7 +4,7 @@
 from pathlib import Path
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.plan import PARSE_PRIORITY
+from pipeline_lib.plan.training import PARSE_PRIORITY
 
 
 # Only corpora with a train or mono split (the text BPE learns from): editing a test-only corpus

@@ -1,6 +1,6 @@
 """Every model of `models`, trained by pipeline_lib.training.train (started by
 pipeline_lib.training.launch) with the two-step recipes of the papers (config model_settings:
-init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan.py)."""
+init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan/training.py)."""
 
 
 try:

@@ -23,7 +23,7 @@ from pipeline_lib.ingest import Limits
 from pipeline_lib.ingest.__main__ import ingest
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.search import BeamConfig
-from pipeline_lib.plan import load_config
+from pipeline_lib.run_config import load_config
 from pipeline_lib.preprocess import shards
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
 from pipeline_lib.training.metrics import MetricsLog

@@ -208,7 +208,7 @@ def test_5_invisible_only_line_is_empty_and_bidi_and_c1_controls_are_caught(tmp_
 
 def test_6_a_key_given_twice_is_an_error_naming_file_and_lines(tmp_path):
     from pipeline_lib.config_files import DuplicateKeyError
-    from pipeline_lib.plan import load_config
+    from pipeline_lib.run_config import load_config
 
     user = tmp_path / "user.yaml"
     user.write_text("corpora:\n  news:\n    reader: plaintext\n    splits:\n      train:\n"
@@ -233,7 +233,7 @@ def test_6_snakemake_refuses_a_config_file_with_a_repeated_key(tmp_path):
 
 
 def test_partial_a_user_bible_entry_with_another_reader_is_not_merged_with_the_default(tmp_path):
-    from pipeline_lib.plan import load_config
+    from pipeline_lib.run_config import load_config
 
     user = tmp_path / "user.yaml"
     user.write_text("corpora:\n  bible:\n    reader: plaintext\n    splits:\n      train: "
@@ -264,7 +264,7 @@ def test_7_a_named_pipe_is_refused_at_once(tmp_path, caplog):
 def test_8_corpus_name_with_a_trailing_newline_or_too_long_is_refused(tmp_path, caplog, name):
     from snakemake.exceptions import WorkflowError
 
-    from pipeline_lib.plan import load_config
+    from pipeline_lib.run_config import load_config
 
     with pytest.raises(WorkflowError, match="corpora"):
         load_config(overrides={"corpora": {name: {"reader": "plaintext", "splits": {

@@ -1,0 +1,110 @@
+"""The data part of the plan: corpora and their splits, the BPE model's corpora, the shards each
+training job reads, the test sets, and which corpora are parsed (stanza, parse shards).
+
+Reads only the config and the training jobs (which corpora a parse-supervised job trains on);
+:meth:`DataStages.treebank_digest` also reads the UD treebank files it names, the one input
+that is content rather than config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline_lib.layout import shared_dir
+from pipeline_lib.results import Files
+
+HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword dependency heads
+
+
+class DataStages:
+    """Corpora, splits, shards and parsing (a part of :class:`pipeline_lib.plan.Plan`)."""
+
+    @property
+    def corpora(self) -> list[str]:
+        return list(self.config["corpora"])
+
+    def splits(self, corpus: str) -> set[str]:
+        """The splits a corpus's ingestion writes: its ``splits`` keys (a union's: those of its
+        parts); the bible reader makes ``train`` from every book not in ``dev_books``/``test_books``."""
+        spec = self.config["corpora"][corpus]
+        if spec["reader"] == "bible":
+            return {"train"} | {s for s in ("dev", "test") if spec[f"{s}_books"]}
+        if spec["reader"] == "union":
+            return {s for part in spec["parts"] for s in part["splits"]}
+        return set(spec["splits"])
+
+    @property
+    def bpe_corpora(self) -> list[str]:
+        """Corpora whose text trains the joint BPE model: ``bpe.corpora``, by default those with
+        a ``train`` or ``mono`` split (pipeline_lib.preprocess.bpe reads no other). WHY not every
+        corpus: a test-only corpus in train_bpe's input would retrain BPE, and so every model,
+        when it changes."""
+        named = self.config["bpe"]["corpora"]
+        if named is None:
+            return [c for c in self.corpora if self.splits(c) & {"train", "mono"}]
+        for c in named:
+            if c not in self.config["corpora"] or not self.splits(c) & {"train", "mono"}:
+                raise ValueError(f"bpe.corpora: {c!r} is not a corpus with a train or mono "
+                                 f"split (corpora: {', '.join(self.corpora)})")
+        return list(named)
+
+    @property
+    def test_corpora(self) -> list[str]:
+        """Corpora decoded and scored on ``score.test_splits`` (training-only corpora have none)."""
+        return list(self.config["score"]["corpora"] or self.corpora)
+
+    @property
+    def test_splits(self) -> list[str]:
+        return list(self.config["score"]["test_splits"])
+
+    @property
+    def head_corpora(self) -> list[str]:
+        """Corpora whose parses some job trains on (``data: heads``: the DBSA supervision); only
+        these are parsed, and a setup without such a job runs no stanza at all."""
+        return list(dict.fromkeys(c for j in self.jobs.values() if j.data == HEADS
+                                  for c in (j.corpus, j.dev_corpus)))
+
+    @property
+    def parses(self) -> bool:
+        return bool(self.head_corpora)
+
+    def shard_root(self, corpus: str, data: str) -> str:
+        """The shard folder a job with ``data`` reads (a rule's output, hence its input)."""
+        return (self.results.make_head_shards(corpus) if data == HEADS
+                else self.results.make_shards(corpus))
+
+    def shard_task(self, data: str) -> str:
+        """The task folder inside :meth:`shard_root`: head shards hold sentence pairs."""
+        return "sent" if data == HEADS else data
+
+    # --- parsing -------------------------------------------------------------------------
+    def treebank_digest(self, lang: str) -> str:
+        """sha256 of the UD treebank files that would train language ``lang``'s stanza model,
+        where the shared folder (:func:`pipeline_lib.layout.shared_dir`) holds them ("" where it
+        does not: then the pinned commit in the config names them). Rule stanza_models passes
+        the configured folder, not its resolved place, and reruns when this content changes:
+        a moved checkout retrains nothing."""
+        import hashlib
+
+        tb = self.config["stanza"]["treebanks"].get(lang)
+        h = hashlib.sha256()
+        folder = shared_dir(self.config["shared_dir"]) / "ud"
+        files = sorted((folder / tb["name"]).glob("*.conllu")) if tb else []
+        for f in files:
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        return h.hexdigest()[:16] if files else ""
+
+    def side_lang(self, side: str) -> str:
+        return self.config["src_lang" if side == "src" else "tgt_lang"]
+
+    def parse_shards(self, corpus: str, side: str) -> list[Files]:
+        return [self.results.parse_shard(corpus, side, str(n))
+                for n in range(self.config["parse"]["shards"])]
+
+    def parse_shard_dirs(self, corpus: str, side: str) -> list[str]:
+        """The folders of a corpus side's parse shards (what the merge step reads)."""
+        return [str(Path(shard.manifest).parent) for shard in self.parse_shards(corpus, side)]
+
+    def parse_shard_files(self, corpus: str, side: str) -> list[str]:
+        return [f for shard in self.parse_shards(corpus, side) for f in shard.values()]

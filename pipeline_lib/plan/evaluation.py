@@ -1,0 +1,85 @@
+"""The evaluation part of the plan: the systems decoded and scored (each model, its sentence-level
+decoding where it has one, and every matched control), their test sets, the contrastive suites,
+and the flags that name them to the scoring and report stages. No I/O.
+"""
+
+from __future__ import annotations
+
+from pipeline_lib.codehash import code_hash
+from pipeline_lib.layout import SENT_SUFFIX
+
+
+class Evaluation:
+    """Systems, test sets and suites (a part of :class:`pipeline_lib.plan.Plan`)."""
+
+    @property
+    def systems(self) -> dict[str, tuple[str, str]]:
+        """Evaluated system -> (training job, decode unit). A model with
+        ``model_settings.<m>.sentence_decode`` (cross-task: the paper's "translate sentences"
+        mode) is decoded a second time, each sentence alone, as its own row ``<m>_sent``."""
+        out = {m: (m, "document") for m in self.models}
+        for m in self.models:
+            if self.config["model_settings"][self.replicas.get(m, (m,))[0]]["sentence_decode"]:
+                out[f"{m}{SENT_SUFFIX}"] = (m, "sentence")
+        for c in dict.fromkeys(self.controls.values()):
+            out.setdefault(c, (c, "document"))
+        return out
+
+    def control_of(self, system: str) -> str | None:
+        """The matched control of an evaluated system (``<m>_sent`` shares ``m``'s)."""
+        return self.controls.get(self.systems[system][0])
+
+    def control_args(self) -> str:
+        """``--control SYSTEM CONTROL`` flags for the significance tests against controls."""
+        return " ".join(f"--control {s} {c}" for s in self.systems
+                        if (c := self.control_of(s)) and c != s)
+
+    @property
+    def baseline(self) -> str:
+        return self.models[0]
+
+    def system_regex(self) -> str:
+        return "|".join(sorted(self.systems, key=len, reverse=True))
+
+    def hypotheses(self) -> list[tuple[str, str, str, str]]:
+        """(system, corpus, split, hypothesis Parquet) of every decoded test set."""
+        return [(m, c, s, self.results.decode_test(m, c, s).hyps)
+                for m in self.systems for c in self.test_corpora for s in self.test_splits]
+
+    def test_set_args(self) -> str:
+        """``--refs CORPUS DOCS`` and ``--hyp SYSTEM CORPUS SPLIT PARQUET`` flags naming every
+        test set, shell-quoted (score and discourse CLIs)."""
+        import shlex
+
+        args = [["--refs", c, self.results.ingest_corpus(c).docs]
+                for c in self.test_corpora]
+        args += [["--hyp", m, c, s, p] for m, c, s, p in self.hypotheses()]
+        return " ".join(shlex.quote(a) for flag in args for a in flag)
+
+    @property
+    def suites(self) -> dict[str, dict]:
+        return dict(self.config["score"]["discourse_suites"])
+
+    def suite_files(self) -> list[str]:
+        """Every file the contrastive suites read (rerun triggers)."""
+        return [s[k] for s in self.suites.values()
+                for k in ("path", "context_src", "context_tgt") if s.get(k)]
+
+    def replica(self, system: str) -> tuple[str, int] | None:
+        """(system of the single-seed plan, seed) of an evaluated system of a several-seed run
+        (``crosstask_seed2_sent`` -> ``("crosstask_sent", 2)``), else None."""
+        job = self.systems[system][0]
+        if job not in self.replicas:
+            return None
+        base, seed = self.replicas[job]
+        return (base + system[len(job):], seed)
+
+    def replicate_args(self) -> str:
+        """``--replicate SYSTEM GROUP SEED`` flags (score and report: statistics across seeds)."""
+        return " ".join(f"--replicate {s} {r[0]} {r[1]}" for s in self.systems
+                        if (r := self.replica(s)))
+
+    def model_code(self, system: str, *entry: str) -> str:
+        """Code hash of a stage that runs an evaluated system's model (decoding, contrastive
+        scoring): the stage's ``entry`` modules and the model's own module."""
+        return code_hash(*entry, f"models.{self.jobs[self.systems[system][0]].model['name']}")

@@ -1,0 +1,249 @@
+"""The training part of the plan: every training job (the ``models``, the jobs they start from,
+their matched controls and, with several seeds, a replica of each per seed), what each is given
+(checkpoints, shards, aux stream) and in what order they run.
+
+Matched controls are jobs the config never names: :meth:`TrainingJobs._controls` derives each
+from its model's chain (same updates, data and schedule without the model's method) and adds it
+to ``jobs``, so the DAG trains it like any other. No I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pipeline_lib.codehash import code_hash
+from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
+
+PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
+SEED_SUFFIX = "_seed"   # <job>_seed<N>: job <job> trained with seed N (config `seeds`)
+PLATEAU = "_plateau"    # a control's step label when its job stops on a plateau, not a budget
+
+
+def replica_name(job: str, seed: int) -> str:
+    return f"{job}{SEED_SUFFIX}{seed}"
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One training job (``results/train_model/<name>``)."""
+
+    name: str
+    model: dict[str, Any]        # ModelConfig fields: size, registry name, extras
+    train: dict[str, Any]        # TrainConfig fields: train section, job overrides, init, freeze
+    data: str                    # shard task the job trains and validates on: sent | doc
+    corpus: str                  # corpus whose train shards it reads
+    dev_corpus: str              # corpus whose dev shards validate it
+    init_from: str | None        # job whose checkpoint initialises it
+    aux: str | None              # second shard task (restore | doc) on a share of the updates
+    aux_corpus: str | None = None  # corpus of the aux shards (None = ``corpus``)
+
+    def config_json(self) -> str:
+        """The trainer's ``--config-json`` (also the rule's params rerun trigger)."""
+        return json.dumps({"model": self.model, "train": self.train}, sort_keys=True)
+
+
+class TrainingJobs:
+    """Training jobs, controls and seeds (a part of :class:`pipeline_lib.plan.Plan`)."""
+
+    def _plan_jobs(self) -> None:
+        """``jobs``, ``controls``, ``models``, ``seeds`` and ``replicas`` from the config."""
+        config = self.config
+        self.jobs = self._train_jobs()
+        self.controls = self._controls() if config["score"]["matched_controls"] else {}
+        #: the evaluated model jobs, baseline first (``models``, or each of them per seed)
+        self.models: list[str] = list(config["models"])
+        self.seeds: list[int] = list(config["seeds"] or [config["train"]["seed"]])
+        #: job -> (the job of the single-seed plan it repeats, its seed), with several seeds
+        self.replicas: dict[str, tuple[str, int]] = {}
+        if config["seeds"]:
+            self._seed(self.seeds)
+
+    def _train_jobs(self) -> dict[str, TrainJob]:
+        """Every evaluated model plus the jobs they start from (``init_from``), in order."""
+        settings = self.config["model_settings"]
+        order: list[str] = []
+        pending = list(self.config["models"])
+        while pending:
+            job = pending.pop(0)
+            if job not in order:
+                order.append(job)
+                if settings.get(job, {}).get("init_from"):
+                    pending.append(settings[job]["init_from"])
+        return {job: self._job(job) for job in order}
+
+    def _job(self, job: str) -> TrainJob:
+        cfg = self.config
+        s = cfg["model_settings"][job]
+        train = {k: v for k, v in cfg["train"].items() if k not in ("corpus", "dev_corpus")}
+        corpus = s["corpus"] or cfg["train"]["corpus"]
+        init, aux = s["init_from"], s["aux"]
+        return TrainJob(
+            name=job,
+            model={**cfg["model_sizes"][s["size"] or cfg["model"]["size"]],
+                   "name": s["name"] or job, "extras": dict(s["extras"])},
+            train={**train, **(cfg["fine_tune"]["train"] if init else {}), **s["train"],
+                   "init_from": self.checkpoint(init, CKPT_BEST) if init else None,
+                   "freeze": list(s["freeze"]),
+                   **({"aux_ratio": s["aux_ratio"]} if aux else {})},
+            data=s["data"],
+            corpus=corpus,
+            dev_corpus=cfg["train"]["dev_corpus"] or corpus,
+            init_from=init,
+            aux=aux,
+            aux_corpus=(s["aux_corpus"] or corpus) if aux else None,
+        )
+
+    # --- matched controls ----------------------------------------------------------------
+    def _controls(self) -> dict[str, str]:
+        """Evaluated model -> the job that had the same number of translation updates on the
+        same sentence pairs without the model's method, added to ``self.jobs`` (Δ and † in the
+        report are computed against it as well as against the baseline).
+
+        The control mirrors the model's training chain link by link with Transformer jobs:
+        a link that starts from a sentence-level Transformer job (two-step recipes, a DBSA or
+        CAMN fine-tune) becomes that job continued for the same updates, on the same data, with
+        the same schedule and every parameter trained; a link of a non-Transformer chain (cross-
+        task pre-training, then fine-tuning) becomes a Transformer trained on that link's corpus
+        for that link's translation updates (restoration updates do not translate), starting
+        from the control of the previous link. A control identical to an existing job (e.g. the
+        baseline) is that job.
+
+        Under a plateau rule (``train.patience`` > 0, the converged regime) a job has no fixed
+        number of updates to copy. The control then gets what stays fair when both stop on
+        their own: the same initial checkpoint, data, schedule, stop rule (dev metric,
+        patience, min_delta) and ``max_steps`` cap (scaled by the translation share like a
+        budget), every parameter trained; each trains until its own dev metric stops
+        improving. Neither is held to a budget the other exceeds, so the comparison asks what
+        the papers ask (does the method beat the same baseline trained on until it no longer
+        gains), and the report shows both jobs' updates and target tokens, and whether either
+        hit the cap first. Its name says ``plateau`` where a budget
+        control says its updates (``transformer_plus_plateau_doc``, ``transformer_plus150_doc``);
+        a cross-task pre-training's control trains to its plateau from scratch, which is the
+        baseline itself when their train settings agree."""
+        controls: dict[str, str] = {}
+        for model in self.config["models"]:
+            control = self._control_job(model)
+            if control != model:
+                controls[model] = control
+        return controls
+
+    def _control_job(self, name: str) -> str:
+        """The job mirroring job ``name`` (itself for a sentence-level Transformer)."""
+        job = self.jobs[name]
+        if job.model["name"] == "transformer" and not job.aux:
+            return name
+        parent = self._control_job(job.init_from) if job.init_from else None
+        share = 1.0 - (job.train.get("aux_ratio") or 0.0) if job.aux == "restore" else 1.0
+        steps = round(job.train["max_steps"] * share)
+        # A job that stops on a plateau has no budget to copy: its control stops on its own
+        # plateau under the same rule, and ``steps`` is only its cap (see _controls).
+        label = PLATEAU if job.train.get("patience", 0) > 0 else str(steps)
+        train = {k: v for k, v in job.train.items() if k != "aux_ratio"}
+        if parent is None:
+            suffix = "" if job.corpus == self.config["train"]["corpus"] else f"_{job.corpus}"
+            spec = TrainJob(name=f"transformer_scratch{label}{suffix}",
+                            model={**job.model, "name": "transformer", "extras": {}},
+                            train={**train, "max_steps": steps, "init_from": None, "freeze": []},
+                            data="sent" if job.data == "doc" and job.aux else job.data,
+                            corpus=job.corpus, dev_corpus=job.dev_corpus, init_from=None, aux=None)
+        else:
+            spec = TrainJob(name=f"{parent}_plus{label}" + ("" if job.data == "sent"
+                                                             else f"_{job.data}"),
+                            model=dict(self.jobs[parent].model),
+                            train={**train, "max_steps": steps,
+                                   "init_from": self.checkpoint(parent, CKPT_BEST), "freeze": []},
+                            data=job.data, corpus=job.corpus, dev_corpus=job.dev_corpus,
+                            init_from=parent, aux=None)
+        same = [j for j in self.jobs.values() if _same_training(j, spec)]
+        if same:
+            return same[0].name
+        if spec.name in self.jobs:
+            spec = TrainJob(**{**spec.__dict__, "name": f"{spec.name}_"
+                               f"{zlib.crc32(spec.config_json().encode()) % 10_000:04d}"})
+        self.jobs[spec.name] = spec
+        return spec.name
+
+    def _seed(self, seeds: list[int]) -> None:
+        """Train every job with ``seeds``: one seed keeps the names (``train.seed`` = it); several
+        repeat every job (chains and controls) as ``<job>_seed<N>``, each link starting from the
+        same seed's parent, so a model and its control of seed N share their initial checkpoint
+        and pair up in the test across seeds."""
+        if len(seeds) == 1:
+            self.jobs = {n: replace(j, train={**j.train, "seed": seeds[0]})
+                         for n, j in self.jobs.items()}
+            return
+        single, self.jobs = self.jobs, {}
+        for name, job in single.items():
+            for seed in seeds:
+                rep = replica_name(name, seed)
+                init = replica_name(job.init_from, seed) if job.init_from else None
+                self.jobs[rep] = replace(job, name=rep, init_from=init, train={
+                    **job.train, "seed": seed,
+                    "init_from": self.checkpoint(init, CKPT_BEST) if init else None})
+                self.replicas[rep] = (name, seed)
+        self.controls = {replica_name(m, s): replica_name(c, s)
+                         for m, c in self.controls.items() for s in seeds}
+        self.models = [replica_name(m, s) for m in self.config["models"] for s in seeds]
+
+    def train_priority(self, job: str) -> int:
+        """Snakemake priority of a training job when cores are scarce: the baseline and every
+        job that starts from it form the longest chain (the baseline has the most updates and
+        the most fine-tunes wait for it), so they go first (10); stanza models and parsing
+        (``PARSE_PRIORITY``, DBSA's data) come next, so that the parse chain is not left for
+        the end; independent chains (cross-task and its controls) fill what is left (1)."""
+        baselines = {m for m in self.models  # the baseline of each seed
+                     if self.replicas.get(m, (m,))[0] == self.config["models"][0]}
+        while job not in baselines and self.jobs[job].init_from:
+            job = self.jobs[job].init_from
+        return 10 if job in baselines else 1
+
+    def train_code(self, job: str) -> str:
+        """Code hash of a training job: the trainer, the shared core and the module of the job's
+        own model (``pipeline_lib/models/<name>.py``, which the registry imports by name), so
+        editing one model retrains its jobs and what starts from them, not the others."""
+        return code_hash("training.train", "training.launch",
+                         f"models.{self.jobs[job].model['name']}")
+
+    def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
+        return self.results.checkpoint(job, which)
+
+    def init_inputs(self, job: str) -> list[str]:
+        init = self.jobs[job].init_from
+        return [self.checkpoint(init, CKPT_BEST)] if init else []
+
+    def aux_shards(self, job: str) -> str | None:
+        """The folder of a job's second data stream (cross-task), else None."""
+        j = self.jobs[job]
+        if not j.aux:
+            return None
+        split = "mono" if j.aux == "restore" and "mono" in self.splits(j.aux_corpus) else "train"
+        return f"{self.results.make_shards(j.aux_corpus)}/{j.aux}/{split}"
+
+    def aux_flag(self, job: str) -> str:
+        """``--aux-shards DIR`` of a job with a second data stream (cross-task), else ""."""
+        aux = self.aux_shards(job)
+        return f"--aux-shards {aux}" if aux else ""
+
+    def train_shards(self, job: str, split: str = "train", dev: bool = False) -> str:
+        """The shard folder of ``split`` that job ``job`` trains (or, ``dev``, validates) on."""
+        j = self.jobs[job]
+        return (f"{self.shard_root(j.dev_corpus if dev else j.corpus, j.data)}/"
+                f"{self.shard_task(j.data)}/{split}")
+
+    def aux_inputs(self, job: str) -> list[str]:
+        """The shard folder of a job's aux corpus (declared: another corpus's shards rerun it)."""
+        j = self.jobs[job]
+        return [self.results.make_shards(j.aux_corpus)] if j.aux else []
+
+    def job_regex(self) -> str:
+        """Wildcard constraint matching exactly the training job names (longest first)."""
+        return "|".join(sorted(self.jobs, key=len, reverse=True))
+
+
+def _same_training(a: TrainJob, b: TrainJob) -> bool:
+    """Whether two jobs train the same model the same way on the same data (names aside)."""
+    return (a.model, a.train, a.data, a.corpus, a.dev_corpus, a.init_from, a.aux, a.aux_corpus) == \
+        (b.model, b.train, b.data, b.corpus, b.dev_corpus, b.init_from, b.aux, b.aux_corpus)
