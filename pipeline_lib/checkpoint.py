@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import yaml
 
+from pipeline_lib.layout import CHECKPOINT_DIR, CKPT_FINAL
 from pipeline_lib.manifest import git_revision
 
 FORMAT_VERSION = 1
@@ -49,6 +50,20 @@ def resolve_checkpoint(path: str | Path) -> Path | None:
     if (path / MODEL_FILE).exists() and (path / CONFIG_FILE).exists():
         return path
     return None
+
+
+def find_checkpoint(source: str | Path, which: str = CKPT_FINAL) -> Path:
+    """``source`` itself when it is a checkpoint folder, else ``source/checkpoints/<which>`` of a
+    training job's folder (``results/train_model/<job>``): what translate and export accept.
+    Raises ValueError naming both places."""
+    source = Path(source)
+    for candidate in (source, source / CHECKPOINT_DIR / which):
+        found = resolve_checkpoint(candidate)
+        if found is not None:
+            return found
+    raise ValueError(f"{source}: no checkpoint there nor in {source / CHECKPOINT_DIR / which} "
+                     "(a training job's folder, results/train_model/<job>, or a checkpoint "
+                     "folder with model.pt and config.yaml)")
 
 
 def _fsync_dir(path: Path) -> None:

@@ -26,8 +26,19 @@ QUARANTINE_FILE = "quarantine.parquet"
 MANIFEST_FILE = "manifest.json"
 METRICS_FILE = "metrics.jsonl"              # one JSON record per line: step, split, loss, ...
 ATTEMPTS_FILE = "attempts.json"             # every start of a run: attempt, SLURM job, seconds
+# Checkpoints: <job>/checkpoints/<name>, each a folder with model.pt and config.yaml
+CHECKPOINT_DIR = "checkpoints"
 CKPT_BEST = "best"      # lowest dev loss; initialises the next job of a two-step recipe
 CKPT_FINAL = "final"    # what decoding and scoring read: the averaged checkpoint, else best
+CKPT_LAST = "last"      # the latest save: what a resumed run continues from
+CKPT_AVERAGED = "averaged"    # the average of the last train.average_last_k step checkpoints
+CKPT_BEST_KEPT = "best-kept"  # best under a name Snakemake does not delete before a retry
+#: the checkpoints a user may pick by name (translate --weights, export --checkpoint)
+CKPT_CHOICES = (CKPT_FINAL, CKPT_AVERAGED, CKPT_BEST, CKPT_LAST)
+PARSE_FILE = "parse.parquet"        # one parse shard's rows (parse_shard)
+SPM_PREFIX = "spm"                  # train_bpe writes <prefix>.model and <prefix>.vocab
+ENCODED_FILE = "encoded.parquet"    # a corpus's sentences as piece ids (encode_bpe, encode_heads)
+RESTORE_FILE = "restore.parquet"    # noised documents for restoration (noise_docs)
 STANZA_MODEL_FILE = "model.json"    # model descriptor: stanza.Pipeline kwargs + where models came from
 
 # Names that become Snakemake wildcards and file names (corpus keys, model/job names, download

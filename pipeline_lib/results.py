@@ -12,8 +12,9 @@ reruns jobs through their outputs, not through a hash of every stage.
 
 from __future__ import annotations
 
-from pipeline_lib.layout import (CKPT_FINAL, DOCS_FILE, MANIFEST_FILE, METRICS_FILE,
-                                 QUARANTINE_FILE, STANZA_MODEL_FILE)
+from pipeline_lib.layout import (CHECKPOINT_DIR, CKPT_FINAL, DOCS_FILE, ENCODED_FILE,
+                                 MANIFEST_FILE, METRICS_FILE, PARSE_FILE, QUARANTINE_FILE,
+                                 RESTORE_FILE, SPM_PREFIX, STANZA_MODEL_FILE)
 
 #: Each rule's jobs by name: the wildcards that name one job's log and benchmark files
 #: (``<logs>/<rule>/<job>.log``, ``<benchmarks>/<rule>/<job>.tsv``).
@@ -105,7 +106,7 @@ class Results:
 
     def parse_shard(self, corpus: str = "{corpus}", side: str = "{side}",
                     shard: str = "{shard}") -> Files:
-        return self._stage("parse_shard", corpus, side, shard, parse="parse.parquet",
+        return self._stage("parse_shard", corpus, side, shard, parse=PARSE_FILE,
                            quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
 
     def parse_corpus(self, corpus: str = "{corpus}") -> Files:
@@ -114,19 +115,19 @@ class Results:
 
     # --- preprocessing -----------------------------------------------------------------
     def train_bpe(self) -> Files:
-        return self._stage("train_bpe", model="spm.model", vocab="spm.vocab",
+        return self._stage("train_bpe", model=f"{SPM_PREFIX}.model", vocab=f"{SPM_PREFIX}.vocab",
                            manifest=MANIFEST_FILE)
 
     def encode_bpe(self, corpus: str = "{corpus}") -> Files:
-        return self._stage("encode_bpe", corpus, encoded="encoded.parquet",
+        return self._stage("encode_bpe", corpus, encoded=ENCODED_FILE,
                            quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
 
     def encode_heads(self, corpus: str = "{corpus}") -> Files:
-        return self._stage("encode_heads", corpus, encoded="encoded.parquet",
+        return self._stage("encode_heads", corpus, encoded=ENCODED_FILE,
                            quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
 
     def noise_docs(self, corpus: str = "{corpus}") -> Files:
-        return self._stage("noise_docs", corpus, restore="restore.parquet",
+        return self._stage("noise_docs", corpus, restore=RESTORE_FILE,
                            manifest=MANIFEST_FILE)
 
     def make_shards(self, corpus: str = "{corpus}") -> str:
@@ -150,7 +151,7 @@ class Results:
         return self._at("train_model", job)
 
     def checkpoint(self, job: str, which: str = CKPT_FINAL) -> str:
-        return self._at("train_model", job, "checkpoints", which)
+        return self._at("train_model", job, CHECKPOINT_DIR, which)
 
     def decode_test(self, model: str = "{model}", corpus: str = "{corpus}",
                     split: str = "{split}") -> Files:

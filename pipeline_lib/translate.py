@@ -40,10 +40,9 @@ from typing import BinaryIO, TextIO
 import torch
 
 from pipeline_lib.checkpoint import SPM_FILE as CKPT_SPM_FILE
-from pipeline_lib.layout import CKPT_FINAL
+from pipeline_lib.checkpoint import find_checkpoint
+from pipeline_lib.layout import CKPT_CHOICES, CKPT_FINAL
 from pipeline_lib.models.search import BeamConfig
-
-CHECKPOINT_DIR = "checkpoints"
 
 
 class TranslateError(ValueError):
@@ -151,19 +150,6 @@ def layout_from_reader(reader: str, spec: dict, split: str) -> Layout:
     return Layout(lines, rows)
 
 
-def resolve_checkpoint(model: Path, weights: str) -> Path:
-    """A checkpoint folder: ``model`` itself, or ``model/checkpoints/<weights>`` of a job folder."""
-    from pipeline_lib.checkpoint import resolve_checkpoint as resolve
-
-    for candidate in (model, model / CHECKPOINT_DIR / weights):
-        found = resolve(candidate)
-        if found is not None:
-            return found
-    raise TranslateError(f"{model}: no checkpoint there nor in {model / CHECKPOINT_DIR / weights} "
-                         "(a training job's folder, results/train_model/<job>, or a checkpoint "
-                         "folder with model.pt and config.yaml)")
-
-
 def check_target(spm_path: Path, inputs, target_lang: str | None) -> None:
     """A requested output language must be the one the model's tag says (multi-task models)."""
     if target_lang is None:
@@ -214,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model", type=Path, help="results/train_model/<job> or a checkpoint folder")
     ap.add_argument("--input", "-i", default="-", help="text file, '-' = stdin")
     ap.add_argument("--output", "-o", default="-", help="text file, '-' = stdout")
-    ap.add_argument("--weights", default=CKPT_FINAL, choices=[CKPT_FINAL, "best", "averaged", "last"],
+    ap.add_argument("--weights", default=CKPT_FINAL, choices=CKPT_CHOICES,
                     help="checkpoint of a job folder (default: what the pipeline evaluates)")
     ap.add_argument("--doc-separator", default="", help="line that separates documents ('' = blank)")
     ap.add_argument("--docids", type=Path, help="one document id per input line")
@@ -247,7 +233,10 @@ def translate(a: argparse.Namespace) -> int:
         torch.set_num_threads(a.threads)
     cfg = BeamConfig(beam=a.beam, lenpen=a.lenpen, max_len_a=a.max_len_a, max_len_b=a.max_len_b,
                      batch_size=a.batch_size, nbest=a.nbest)
-    checkpoint = resolve_checkpoint(a.model, a.weights)
+    try:
+        checkpoint = find_checkpoint(a.model, a.weights)
+    except ValueError as e:
+        raise TranslateError(str(e)) from None
     spm_path = checkpoint / CKPT_SPM_FILE
     if a.reader:
         layout = layout_from_reader(a.reader, json.loads(a.spec), a.split)

@@ -85,10 +85,10 @@ class CheckpointScorer:
         """The model and the ``spm.model`` of a checkpoint directory (pipeline_lib.checkpoint)."""
         import sentencepiece as spm
 
-        from pipeline_lib.checkpoint import load_model
+        from pipeline_lib.checkpoint import SPM_FILE, load_model
 
         model, cfg = load_model(checkpoint, device=device)
-        spm_path = Path(checkpoint) / "spm.model"
+        spm_path = Path(checkpoint) / SPM_FILE
         sp = spm.SentencePieceProcessor(model_file=str(spm_path))
         return cls(model, sp.encode, device, cfg.max_len, inputs_for(model, spm_path))
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline_lib.layout import CKPT_FINAL
+from pipeline_lib.layout import CKPT_CHOICES, CKPT_FINAL
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("ctranslate2", help="a CTranslate2 model directory (sentence-level models)")
     p.add_argument("source", type=Path, help="results/train_model/<job> or a checkpoint folder")
     p.add_argument("--output", type=Path, required=True, help="model directory to write")
-    p.add_argument("--checkpoint", default=CKPT_FINAL, choices=ct2.CHECKPOINTS,
+    p.add_argument("--checkpoint", default=CKPT_FINAL, choices=CKPT_CHOICES,
                    help="checkpoint of a job folder (default: what the pipeline decodes)")
     p.add_argument("--quantization", default=None, choices=ACCEPTED_MODEL_TYPES,
                    help="CTranslate2 weight type (default: float32, as trained)")

@@ -57,25 +57,13 @@ from pipeline_lib.models.layers import Attention, FeedForward, Layer
 from pipeline_lib.models.registry import MODELS, build_model
 from pipeline_lib.models.search import BeamConfig, max_output_lengths
 from pipeline_lib.models.transformer import Transformer
-from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
+from pipeline_lib.checkpoint import find_checkpoint, load_model, read_config
 
-CHECKPOINTS = (CKPT_FINAL, "averaged", "best", "last")   # names under <job>/checkpoints/
 LAYER_NORM_EPS = 1e-5                                     # torch.nn.LayerNorm's default
 
 
 class ExportError(ValueError):
     """A checkpoint that cannot be exported; the message says why."""
-
-
-def find_checkpoint(source: Path, which: str = CKPT_FINAL) -> Path:
-    """``source`` itself when it is a checkpoint directory, else ``source/checkpoints/<which>``
-    of a training job's folder (``results/train_model/<job>``)."""
-    for candidate in (source, source / "checkpoints" / which):
-        found = resolve_checkpoint(candidate)
-        if found is not None:
-            return found
-    raise ExportError(f"{source}: no checkpoint there nor in {source / 'checkpoints' / which} "
-                      "(a training job's folder or a checkpoint folder with model.pt and config.yaml)")
 
 
 def check_exportable(cfg: ModelConfig) -> None:
@@ -210,7 +198,10 @@ def export(source: Path, output: Path, which: str = CKPT_FINAL,
     ``manifest.json``), written atomically; returns ``output``."""
     import ctranslate2
 
-    checkpoint = find_checkpoint(Path(source), which)
+    try:
+        checkpoint = find_checkpoint(source, which)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     check_exportable(ModelConfig.from_dict(read_config(checkpoint)["model"]))
     spm_model = checkpoint / CKPT_SPM_FILE
     if not spm_model.exists():

@@ -70,7 +70,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
+from pipeline_lib.layout import MANIFEST_FILE, PARSE_FILE, QUARANTINE_FILE
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.tables import Rejected, quarantine_writer
 from pipeline_lib.parse.stanza_models import load_pipeline
@@ -79,7 +79,6 @@ log = logging.getLogger("parse")
 
 STAGE = "parse_corpus"
 SIDES = ("src", "tgt")
-SHARD_FILE = "parse.parquet"
 
 PARSE_SCHEMA = pa.schema(
     [
@@ -245,7 +244,7 @@ def parse_shard(docs: Path, side: str, model: Path | dict, shard: int, num_shard
             for name, val in zip(("words", "upos", "heads", "deprels"), (p_words, upos, heads, deprels)):
                 columns[name].append(val)
             counts[f"parsed:{row['split']}"] += 1
-        with atomic_output(out_dir / SHARD_FILE) as tmp:
+        with atomic_output(out_dir / PARSE_FILE) as tmp:
             pq.write_table(pa.table(columns, schema=PARSE_SCHEMA), str(tmp), compression="zstd")
         counts["quarantined"] = bad.count
     parsed = len(columns["words"])
@@ -270,7 +269,7 @@ def merge(shards: dict[str, list[Path]], out_dir: Path) -> dict:
             tmp = outputs.enter_context(atomic_output(out_dir / f"{side}.parquet"))
             with pq.ParquetWriter(str(tmp), PARSE_SCHEMA, compression="zstd") as w:
                 for d in dirs:
-                    part = pq.read_table(str(d / SHARD_FILE))
+                    part = pq.read_table(str(d / PARSE_FILE))
                     w.write_table(part)
                     per_split.setdefault(side, Counter()).update(part.column("split").to_pylist())
                     for row in pq.read_table(str(d / QUARANTINE_FILE)).to_pylist():

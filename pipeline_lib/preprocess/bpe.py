@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 import sentencepiece as spm
 
 from pipeline_lib.atomic import atomic_output
-from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
+from pipeline_lib.layout import ENCODED_FILE, MANIFEST_FILE, QUARANTINE_FILE, SPM_PREFIX
 from pipeline_lib.tables import Split
 from pipeline_lib.vocab import (BOS_ID, DOC_SEP, EOS_ID, MASK_GAP, MASK_TOKEN, PAD_ID, SENT_BREAK,
                                 UNK_ID, lang_tag)
@@ -59,9 +59,7 @@ from pipeline_lib.preprocess.subword_heads import project_heads
 
 log = logging.getLogger("bpe")
 
-SPM_PREFIX = "spm"
 SCRATCH_DIR = ".spm-training"   # inside the output folder, removed after training
-ENCODED_FILE = "encoded.parquet"
 
 ENCODED_SCHEMA = pa.schema(
     [

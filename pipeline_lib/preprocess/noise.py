@@ -65,15 +65,13 @@ from sentencepiece import sentencepiece_model_pb2
 
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import stream_batches
-from pipeline_lib.layout import MANIFEST_FILE
+from pipeline_lib.layout import MANIFEST_FILE, RESTORE_FILE
 from pipeline_lib.tables import Split
 from pipeline_lib.vocab import MASK_GAP, MASK_TOKEN
 from pipeline_lib.documents import split_document
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("noise")
-
-RESTORE_FILE = "restore.parquet"
 
 RESTORE_SCHEMA = pa.schema(
     [

@@ -64,7 +64,9 @@ from tqdm import tqdm
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
 from pipeline_lib.batch import DataMode
-from pipeline_lib.layout import ATTEMPTS_FILE, CKPT_FINAL, MANIFEST_FILE, METRICS_FILE
+from pipeline_lib.layout import (ATTEMPTS_FILE, CHECKPOINT_DIR, CKPT_AVERAGED, CKPT_BEST,
+                                 CKPT_BEST_KEPT, CKPT_FINAL, CKPT_LAST, MANIFEST_FILE,
+                                 METRICS_FILE)
 from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
@@ -85,9 +87,6 @@ from pipeline_lib.training.stopping import StopMetric, StopReason, StopRule, jud
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 SUPERVISION = ("src_heads", "src_tokens", "tgt_heads", "tgt_tokens")
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
-CHECKPOINT_DIR = "checkpoints"
-#: ``best`` under a name Snakemake does not delete before a retry (``best`` is a rule output)
-BEST_KEPT = "best-kept"
 
 
 @dataclass(frozen=True)
@@ -368,7 +367,7 @@ class Trainer:
         if self.info.is_main:
             for p in ckpt.sweep_tmp(self.ck_dir):   # a save killed midway
                 self._log(f"removed {p.name}, left by an interrupted save")
-            last = ckpt.resolve_checkpoint(self.ck_dir / "last")
+            last = ckpt.resolve_checkpoint(self.ck_dir / CKPT_LAST)
             changes = [] if last is None else run_changes(
                 ckpt.read_config(last), self.mcfg.to_dict(), self.record, RESUMABLE_CHANGES)
             if last is not None and not changes:
@@ -383,7 +382,7 @@ class Trainer:
             resume = float(decision.resume)
         resumed = all_reduce_float(resume, self.info, "max") > 0
         barrier(self.info)   # the main process has cleared an earlier run
-        return (ckpt.resolve_checkpoint(self.ck_dir / "last"), state) if resumed else (None, None)
+        return (ckpt.resolve_checkpoint(self.ck_dir / CKPT_LAST), state) if resumed else (None, None)
 
     def _data(self, shards, dev_shards, aux_shards) -> None:
         """Loaders for the main (and aux) stream and the dev batches, as the model's inputs say.
@@ -430,11 +429,11 @@ class Trainer:
         st = self.state
         if not self.info.is_main or st.best_step is None:
             return
-        kept = ckpt.resolve_checkpoint(self.ck_dir / BEST_KEPT)
+        kept = ckpt.resolve_checkpoint(self.ck_dir / CKPT_BEST_KEPT)
         if kept is not None and ckpt.read_config(kept)["train"].get("best_step") == st.best_step:
-            ckpt.link_checkpoint(kept, self.ck_dir / "best")
+            ckpt.link_checkpoint(kept, self.ck_dir / CKPT_BEST)
             return
-        self._log(f"no weights of the best step {st.best_step} in {self.ck_dir / BEST_KEPT}: "
+        self._log(f"no weights of the best step {st.best_step} in {self.ck_dir / CKPT_BEST_KEPT}: "
                   "best is chosen again from the next validation")
         st.best_dev, st.best_step = self.rule.worst, None
 
@@ -527,10 +526,10 @@ class Trainer:
             v = judge(self.rule, value, st.best_dev, st.reference, st.bad_evals)
             if v.new_best:   # best-kept first: a resume re-creates best from it
                 st.best_dev, st.best_step = value, st.step
-                ckpt.save_checkpoint(self.ck_dir / BEST_KEPT, self.model.state_dict(),
+                ckpt.save_checkpoint(self.ck_dir / CKPT_BEST_KEPT, self.model.state_dict(),
                                      self.mcfg.to_dict(), {**self.record, "best_step": st.step,
                                                            "best_dev": float(value)}, self.spm_path)
-                ckpt.link_checkpoint(self.ck_dir / BEST_KEPT, self.ck_dir / "best")
+                ckpt.link_checkpoint(self.ck_dir / CKPT_BEST_KEPT, self.ck_dir / CKPT_BEST)
             if v.gained:
                 st.reference = value
             bad_evals = float(v.bad_evals)
@@ -564,7 +563,7 @@ class Trainer:
         """``step-N``, copied to ``last``; only the newest ``keep_last`` (or k averaged) kept."""
         self.save(f"step-{self.state.step}")
         if self.info.is_main:
-            ckpt.copy_checkpoint(self.ck_dir / f"step-{self.state.step}", self.ck_dir / "last")
+            ckpt.copy_checkpoint(self.ck_dir / f"step-{self.state.step}", self.ck_dir / CKPT_LAST)
             steps = self._step_checkpoints()
             for p in steps[: max(0, len(steps) - max(self.tcfg.keep_last, self.tcfg.average_last_k))]:
                 shutil.rmtree(p)
@@ -623,7 +622,7 @@ class Trainer:
                 self.save_step()
             signalled = all_reduce_float(float(self.stop.signum), self.info, "max")
             if signalled:
-                self.save("last")
+                self.save(CKPT_LAST)
                 self.attempts.update(self.state.step, end=f"{SIGNAL_END}{int(signalled)}")
                 exit_code = EXIT_REQUEUE
                 self._log(f"signal {int(signalled)}: saved last at step {self.state.step}, "
@@ -655,18 +654,18 @@ class Trainer:
         if not validated:
             self.validate()
         self.state.finished = True
-        self.save("last")
+        self.save(CKPT_LAST)
         if not self.info.is_main:
             return
         if self.tcfg.average_last_k > 1:
             chosen = self._step_checkpoints()[-self.tcfg.average_last_k:]
-            ckpt.save_checkpoint(self.ck_dir / "averaged", ckpt.average_states(chosen),
+            ckpt.save_checkpoint(self.ck_dir / CKPT_AVERAGED, ckpt.average_states(chosen),
                                  self.mcfg.to_dict(),
                                  {**self.record, "averaged": [p.name for p in chosen]}, self.spm_path)
         # `final`: the weights every later stage evaluates (one name, whatever the recipe)
-        final = "averaged" if self.tcfg.average_last_k > 1 else "best"
+        final = CKPT_AVERAGED if self.tcfg.average_last_k > 1 else CKPT_BEST
         if ckpt.resolve_checkpoint(self.ck_dir / final) is None:
-            final = "last"   # no validation ever improved on an infinite loss
+            final = CKPT_LAST   # no validation ever improved on an infinite loss
         ckpt.link_checkpoint(self.ck_dir / final, self.ck_dir / CKPT_FINAL)
         self.manifest.counts = {"steps": self.state.step, "target_tokens": self.state.tokens,
                                 "target_tokens_per_update": (self.state.tokens

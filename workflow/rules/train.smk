@@ -3,6 +3,8 @@ pipeline_lib.training.launch) with the two-step recipes of the papers (config mo
 init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan/training.py)."""
 
 
+from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
+
 try:
     TRAIN_SLURM_EXTRA = train_slurm_extra(workflow.resource_settings.overwrite_resources)
 except ValueError as e:
@@ -22,8 +24,8 @@ rule train_model:
     output:
         # best initialises later jobs; final is what evaluation reads (the average of the last
         # k checkpoints when train.average_last_k > 1, else best)
-        best=directory(plan.checkpoint("{model}", "best")),
-        final=directory(plan.checkpoint("{model}", "final")),
+        best=directory(plan.checkpoint("{model}", CKPT_BEST)),
+        final=directory(plan.checkpoint("{model}", CKPT_FINAL)),
         manifest=plan.results.train_model().manifest,
     log:
         # A link to logs/train_model/{model}.attempts.log, which keeps every attempt's output

@@ -122,7 +122,7 @@ def test_cap_per_split_and_unparsable_sentence(model, tmp_path):
 
     settings = P.ParseSettings(splits=("train",), max_sentences_per_split=3)
     P.parse_shard(docs, "src", model, 0, 1, settings, tmp_path / "out", nlp=nlp)
-    out = pq.read_table(tmp_path / "out" / P.SHARD_FILE).to_pylist()
+    out = pq.read_table(tmp_path / "out" / P.PARSE_FILE).to_pylist()
     assert [(r["doc_id"], r["sent_idx"]) for r in out] == [("d1", 0)]
     reasons = sorted(r["reason"] for r in pq.read_table(tmp_path / "out" / "quarantine.parquet").to_pylist())
     assert reasons == [ParseReason.EMPTY.value, ParseReason.PARSE_FAILED.value]
