@@ -22,22 +22,32 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 PACKAGE = "pipeline_lib"
 
 
-def _files(name: str) -> list[Path]:
-    """The source file of module ``pipeline_lib.<name>`` (a package's ``__init__.py``); []
-    when there is none."""
-    base = PACKAGE_ROOT.joinpath(*name.split(".")) if name else PACKAGE_ROOT
+def _files(name: str, root: Path | None = None) -> list[Path]:
+    """The source file of module ``pipeline_lib.<name>`` (a package's ``__init__.py``) under
+    ``root`` (default: this package); [] when there is none."""
+    root = root or PACKAGE_ROOT
+    base = root.joinpath(*name.split(".")) if name else root
     f = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
     return [f] if f.exists() else []
 
 
-def _imported(f: Path) -> set[str]:
-    """Dotted names (relative to the package) of the package modules ``f`` imports."""
-    here = f.relative_to(PACKAGE_ROOT).with_suffix("").parts[:-1]   # f's package, relative
-    names: set[str] = set()
+def import_lines(f: Path, root: Path | None = None,
+                 dynamic: bool = False) -> list[tuple[int, str]]:
+    """(line, dotted name relative to the package) of every package module ``f`` imports, in
+    every form: ``import pipeline_lib.a``, ``from pipeline_lib import a`` and ``from
+    pipeline_lib.a import b`` (``b`` too when it is a module), relative imports (``from . import
+    b``, ``from ..a import b``), lazy ones inside functions. With ``dynamic``, also
+    ``importlib.import_module`` of a literal name, or of ``f"{__package__}.{...}"`` /
+    ``f"{__name__}.{...}"`` (counted as the module's own package): the layering test reads every
+    form, the code hash follows static imports only (module docstring). ``root``: the package
+    folder (a scratch copy in the layering test's self-test)."""
+    root = root or PACKAGE_ROOT
+    here = f.relative_to(root).with_suffix("").parts[:-1]   # f's package, relative
+    out: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(f.read_text(), str(f))):
         if isinstance(node, ast.Import):
-            names |= {a.name[len(PACKAGE) + 1:] for a in node.names
-                      if a.name.startswith(PACKAGE + ".")}
+            out += [(node.lineno, a.name[len(PACKAGE) + 1:]) for a in node.names
+                    if a.name.startswith(PACKAGE + ".")]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parts = here[: len(here) - node.level + 1] if node.level > 1 else here
@@ -47,10 +57,25 @@ def _imported(f: Path) -> set[str]:
             else:
                 continue
             # `from pipeline_lib.models import registry` imports a module, not just a name
-            names |= {m for m in (f"{mod}.{a.name}".strip(".") for a in node.names) if _files(m)}
+            out += [(node.lineno, m) for m in (f"{mod}.{a.name}".strip(".") for a in node.names)
+                    if _files(m, root)]
             if mod:
-                names.add(mod)
-    return names
+                out.append((node.lineno, mod))
+        elif dynamic and isinstance(node, ast.Call) and node.args and \
+                getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and str(arg.value).startswith(PACKAGE + "."):
+                out.append((node.lineno, str(arg.value)[len(PACKAGE) + 1:]))
+            elif isinstance(arg, ast.JoinedStr) and arg.values and \
+                    getattr(getattr(arg.values[0], "value", None), "id", "") in ("__package__",
+                                                                              "__name__"):
+                out.append((node.lineno, ".".join(here)))
+    return out
+
+
+def _imported(f: Path) -> set[str]:
+    """Dotted names (relative to the package) of the package modules ``f`` imports."""
+    return {name for _, name in import_lines(f)}
 
 
 def _parents(name: str) -> list[str]:
