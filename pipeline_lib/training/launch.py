@@ -264,9 +264,9 @@ def train_slurm_extra(overrides: Mapping[str, Mapping]) -> str:
     its time limit without a save. Refused with what to add (a ``WorkflowError`` one-liner in the
     Snakefile), before anything is submitted."""
     given = (overrides.get("train_model") or {}).get("slurm_extra")
+    given = getattr(given, "raw", given)    # Snakemake's parsed Resource keeps what was typed
     if given is None:
         return "'" + " ".join(TRAIN_SBATCH) + "'"
-    given = getattr(given, "raw", given)    # Snakemake's parsed Resource keeps what was typed
     missing = [f for f in TRAIN_SBATCH if f not in str(given).strip("'\"").split()]
     if missing:
         raise ValueError(f"set-resources train_model:slurm_extra={given!r} lacks "

@@ -657,13 +657,17 @@ class Trainer:
         self.save(CKPT_LAST)
         if not self.info.is_main:
             return
-        if self.tcfg.average_last_k > 1:
-            chosen = self._step_checkpoints()[-self.tcfg.average_last_k:]
+        k = self.tcfg.average_last_k
+        chosen = self._step_checkpoints()[-k:] if k > 1 else []
+        if chosen:
             ckpt.save_checkpoint(self.ck_dir / CKPT_AVERAGED, ckpt.average_states(chosen),
                                  self.mcfg.to_dict(),
                                  {**self.record, "averaged": [p.name for p in chosen]}, self.spm_path)
+        elif k > 1:   # save_every > the updates run: no step checkpoint to average
+            self._log(f"average_last_k={k}: no step checkpoint was saved (save_every "
+                      f"{self.tcfg.save_every}, {self.state.step} updates): final is {CKPT_BEST}")
         # `final`: the weights every later stage evaluates (one name, whatever the recipe)
-        final = CKPT_AVERAGED if self.tcfg.average_last_k > 1 else CKPT_BEST
+        final = CKPT_AVERAGED if chosen else CKPT_BEST
         if ckpt.resolve_checkpoint(self.ck_dir / final) is None:
             final = CKPT_LAST   # no validation ever improved on an infinite loss
         ckpt.link_checkpoint(self.ck_dir / final, self.ck_dir / CKPT_FINAL)

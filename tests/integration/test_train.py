@@ -355,6 +355,20 @@ def test_phase_times_say_where_an_update_goes(corpus, tmp_path):
     assert json.loads((tmp_path / "plain" / "manifest.json").read_text())["phase_s"] is None
 
 
+def test_averaging_without_a_step_checkpoint_decodes_best(corpus, tmp_path):
+    """average_last_k > 1 but save_every beyond the updates run (a short run, the README's
+    trainer_efficiency command): no step checkpoint to average, so final is best, said in the
+    log, where finish() used to crash (average_states: no checkpoints given)."""
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_tokens=300, max_steps=3, warmup=1, validate_every=3, save_every=50,
+                       log_every=3, dev_bleu=False, num_workers=0, average_last_k=3)
+    assert train(TINY, tcfg, shards, dev, spm_model, tmp_path) == 0
+    ck = tmp_path / "checkpoints"
+    assert (ck / "final" / "model.pt").read_bytes() == (ck / "best" / "model.pt").read_bytes()
+    assert not (ck / "averaged").exists()
+
+
 def test_a_bleu_rule_needs_dev_bleu(corpus, tmp_path):
     shards, dev, spm_model = corpus
     tcfg = TrainConfig(max_steps=2, patience=1, stop_metric="bleu", dev_bleu=False)

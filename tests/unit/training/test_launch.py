@@ -175,3 +175,18 @@ def test_train_slurm_extra_is_the_rules_unless_given_and_then_must_keep_the_sign
         train_slurm_extra({"train_model": {"slurm_extra": "--signal=TERM@120"}})
     with pytest.raises(ValueError, match=r"lacks --signal=TERM@120 --open-mode=append"):
         train_slurm_extra({"train_model": {"require_requeue": 0, "slurm_extra": "--qos=x"}})
+
+
+def test_train_slurm_extra_reads_snakemakes_parsed_resources():
+    """Snakemake parses set-resources into Resource objects, and a rule's entry without
+    slurm_extra answers get() with an empty Resource (raw None): the profile's own block (no
+    slurm_extra for train_model) must give the rule's flags, not a refusal."""
+    from snakemake.cli import parse_set_resources
+
+    profile = parse_set_resources(["train_model:mem_mb=128000", "train_model:runtime=2880"])
+    assert train_slurm_extra(profile) == "'--signal=TERM@120 --open-mode=append'"
+    own = parse_set_resources(["train_model:slurm_extra='--qos=x --signal=TERM@120 "
+                               "--open-mode=append'"])
+    assert train_slurm_extra(own) == "'--qos=x --signal=TERM@120 --open-mode=append'"
+    with pytest.raises(ValueError, match="lacks --signal=TERM@120"):
+        train_slurm_extra(parse_set_resources(["train_model:slurm_extra='--qos=x'"]))
