@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.codehash import closure
+from pipeline_lib.codehash import PACKAGE_ROOT, closure
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
@@ -41,6 +41,9 @@ def _third_party(modules: list[str]) -> set[str]:
     names: set[str] = set()
     for mod in modules:
         rel = mod.removeprefix("pipeline_lib").lstrip(".").removesuffix(".__main__")
+        # `python -m <package>` runs its __main__.py (the package alone is its __init__.py)
+        if (PACKAGE_ROOT.joinpath(*rel.split(".")) / "__main__.py").exists():
+            rel += ".__main__"
         for f in closure(rel):
             for node in ast.walk(ast.parse(f.read_text())):
                 if isinstance(node, ast.Import):

@@ -33,7 +33,7 @@ rule report:
         # the validated config (preset and command line applied): its hash is the run's
         config=json.dumps(config, sort_keys=True),
         title=config["report"]["title"],
-        code=code_hash("evaluate.report"),
+        code=code_hash("evaluate.report.__main__"),
     conda:
         "../../envs/score.yaml"
     shell:

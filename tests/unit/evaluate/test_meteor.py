@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from nltk.translate.meteor_score import meteor_score
 
-from pipeline_lib.evaluate import report, score
+from pipeline_lib.evaluate import score
+from pipeline_lib.evaluate.report import document, results
 from pipeline_lib.evaluate.meteor import Meteor, NoWordNet
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.tables import DOC_SCHEMA
@@ -136,8 +137,8 @@ def test_the_report_says_where_meteor_is_not_meaningful():
               "results": {"t": {"sentences": 1, "documents": 1, "references": 1,
                                 "models": {"a": {"bleu": 1.0, "meteor": None, "dbleu": 1.0,
                                                  "chrf": 1.0, "ter": 1.0}}}}}
-    t = report.results_table(scores)
-    assert t.rows[0][t.header.index("t METEOR")] == report.NA
+    t = results.results_table(scores)
+    assert t.rows[0][t.header.index("t METEOR")] == document.NA
     assert any("METEOR not meaningful for the target language (ja)" in n for n in t.notes)
 
 

@@ -18,7 +18,11 @@ from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 
 from pipeline_lib.evaluate.score import SIG_MARK
 from pipeline_lib.layout import SENT_SUFFIX
-from pipeline_lib.evaluate import discourse, report, score
+from pipeline_lib.evaluate import discourse, score
+from pipeline_lib.evaluate.report import build, document, noise, render
+from pipeline_lib.evaluate.report.chains import start_updates
+from pipeline_lib.evaluate.report.inputs import Inputs, TrainRun, read_benchmark
+from pipeline_lib.evaluate.report.verdict import verdict_table
 from pipeline_lib.ingest import Limits
 from pipeline_lib.ingest.__main__ import ingest
 from pipeline_lib.manifest import Manifest
@@ -209,7 +213,7 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
 
 def run_report(paths: dict, extra=()) -> Path:
     out = paths["results"] / "report"
-    rc = report.main(["--scores", str(paths["scores"]), "--consistency", str(paths["consistency"]),
+    rc = build.main(["--scores", str(paths["scores"]), "--consistency", str(paths["consistency"]),
                       *paths["args"], "--out-dir", str(out), *extra])
     assert rc == 0
     return out
@@ -240,7 +244,7 @@ def test_report_with_one_model(tmp_path):
     md = (out / "report.md").read_text()
     for title in ("Run", "BLEU with 95 % intervals", "All metrics", "Discourse", "Training",
                   "Models", "Data funnel", "Wall time per stage"):
-        assert f'<h2 id="{report._slug(title)}">' in html and f"## {title}\n" in md, title
+        assert f'<h2 id="{render._slug(title)}">' in html and f"## {title}\n" in md, title
     assert "transformer (baseline)" in html and SIG_MARK not in html.split("<ul")[0]
     assert "none configured" in html and "none configured" in md
     assert "123,456" in html and "1,000" in html and "12.5" in html  # params, trainable, speed
@@ -251,10 +255,10 @@ def test_report_with_one_model(tmp_path):
     mean, half = scores["transformer"]["bleu_ci"]
     assert bleu[:4] == ["bible/test", "transformer (baseline)",
                         f"{scores['transformer']['bleu']:.2f}", f"{mean - half:.2f} – {mean + half:.2f}"]
-    for image in (report.BLEU_FILE, report.CURVES_FILE):
+    for image in (document.BLEU_FILE, document.CURVES_FILE):
         assert (out / image).stat().st_size > 5000 and f"]({image})" in md
         assert f'src="{image}"' in html
-    config = json.loads((out / report.CONFIG_FILE).read_text())
+    config = json.loads((out / document.CONFIG_FILE).read_text())
     assert config == json.loads(paths["args"][paths["args"].index("--config-json") + 1])
     run = dict(md_rows(section(md, "Run"))[1:])
     assert re.fullmatch(r"[0-9a-f]{64} \(config.json\)", run["Config sha256"])
@@ -321,17 +325,17 @@ def test_fine_tunes_and_controls_continue_their_initial_jobs_update_count(tmp_pa
 
 
 def test_start_updates_follow_the_parents_the_plan_names(tmp_path):
-    def run(job: str, parent: str | None, dev: list[tuple[int, float]]) -> report.TrainRun:
-        return report.TrainRun(job, tmp_path / job / "manifest.json", {"params": {}},
-                               [{"step": s, "split": "dev", "loss": v} for s, v in dev], parent)
+    def run(job: str, parent: str | None, dev: list[tuple[int, float]]) -> TrainRun:
+        return TrainRun(job, tmp_path / job / "manifest.json", {"params": {}},
+                        [{"step": s, "split": "dev", "loss": v} for s, v in dev], parent)
 
     runs = {"a": run("a", None, [(10, 3.0), (20, 2.0), (30, 2.0)]),
             "b": run("b", "a", [(5, 1.0)]),
             "c": run("c", "b", []),
             "d": run("d", "c", []),             # c has no dev record: its best is unknown
             "e": run("e", "elsewhere", [])}     # a parent the report was not given
-    runs["f"] = report.TrainRun("f", tmp_path / "f" / "manifest.json", None, [], "a")
-    assert report.start_updates(runs) == {"a": 0, "b": 20, "c": 25, "d": None, "e": None,
+    runs["f"] = TrainRun("f", tmp_path / "f" / "manifest.json", None, [], "a")
+    assert start_updates(runs) == {"a": 0, "b": 20, "c": 25, "d": None, "e": None,
                                           "f": None}
 
 
@@ -368,7 +372,7 @@ def test_wall_times_come_from_the_benchmark_files(tmp_path):
     # decode of han: Snakemake sampled nothing (NA): its wall time counts, its RSS does not
     assert stages["decode_test"][1:3] == ["2", "0:00:09"] and stages["decode_test"][5] == "250"
     assert stages["all jobs"][1:3] == ["5", "0:10:12"]
-    assert report.read_benchmark(tmp_path / "absent.tsv") is None
+    assert read_benchmark(tmp_path / "absent.tsv") is None
 
 
 def test_report_survives_missing_inputs(tmp_path):
@@ -517,7 +521,7 @@ def test_noise_floor_is_the_gap_between_controls_that_differ_only_in_their_shard
 
 
 def _run(tmp_path: Path, job: str, parent: str | None, reads: str | None, seed: int = 1,
-         model: str = "transformer", steps: int = 100) -> report.TrainRun:
+         model: str = "transformer", steps: int = 100) -> TrainRun:
     """A job as its manifest records it: model, train settings, the shards it read."""
     init = f"results/train_model/{parent}/checkpoints/best" if parent else None
     inputs = {f"results/make_shards/bible/{reads}/train": f"sha-{reads}",
@@ -528,11 +532,11 @@ def _run(tmp_path: Path, job: str, parent: str | None, reads: str | None, seed: 
                            "train": {"max_steps": steps, "seed": seed, "init_from": init}},
                 "inputs": inputs, "counts": {"steps": steps},
                 "stop": {"reason": "max_steps", "updates": steps}}
-    return report.TrainRun(job, tmp_path / job / "manifest.json", manifest, [], parent)
+    return TrainRun(job, tmp_path / job / "manifest.json", manifest, [], parent)
 
 
 def _inputs(tmp_path: Path, bleu: dict[str, float], controls: dict[str, str],
-            runs: list[report.TrainRun]) -> report.Inputs:
+            runs: list[TrainRun]) -> Inputs:
     """Inputs with a scores document of the layout score_test writes (one test set): each
     system's BLEU, each model's test against its control."""
     rows = {s: {"bleu": b} for s, b in bleu.items()}
@@ -543,12 +547,12 @@ def _inputs(tmp_path: Path, bleu: dict[str, float], controls: dict[str, str],
     scores = {"baseline": next(iter(bleu)), "models": list(bleu), "test_sets": ["bible/test"],
               "controls": controls, "config": {"significance_level": 0.05},
               "results": {"bible/test": {"models": rows}}}
-    return report.Inputs(scores=scores, consistency=None, contrastive={}, suites=[],
-                         systems={s: s for s in bleu}, train={r.job: r for r in runs},
-                         decode={}, ingest={}, shards={}, benchmarks={}, config={})
+    return Inputs(scores=scores, consistency=None, contrastive={}, suites=[],
+                  systems={s: s for s in bleu}, train={r.job: r for r in runs},
+                  decode={}, ingest={}, shards={}, benchmarks={}, config={})
 
 
-def _smoke_run(tmp_path: Path, heads_seed: int = 1) -> report.Inputs:
+def _smoke_run(tmp_path: Path, heads_seed: int = 1) -> Inputs:
     """The smoke run of the issue: the two controls 1.46 BLEU apart; doct 2.00 above its
     control, dbsa 1.00 below its own, camn exactly the floor below its own."""
     runs = [_run(tmp_path, "transformer", None, "sent", steps=200),
@@ -566,53 +570,53 @@ def _smoke_run(tmp_path: Path, heads_seed: int = 1) -> report.Inputs:
 
 def test_models_above_and_below_the_noise_floor(tmp_path):
     inputs = _smoke_run(tmp_path)
-    pairs = report.noise_pairs(inputs)
+    pairs = noise.noise_pairs(inputs)
     assert [(p.first, p.second, p.delta, p.p) for p in pairs] == [
         ("transformer_plus150_doc", "transformer_plus150_heads", 1.46, None)]
     assert pairs[0].reads == (["results/make_shards/bible/doc/train"],
                               ["results/make_shards/bible/heads/train"])
-    assert report.noise_floor(pairs) == 1.46
-    block = report.noise_floor_block(inputs)
+    assert noise.noise_floor(pairs) == 1.46
+    block = noise.noise_floor_block(inputs)
     assert block.rows == [["transformer_plus150_doc vs transformer_plus150_heads",
                            "13.78 / 12.32", "1.46", "n/a"]]
-    verdict = report.verdict_table(inputs)
+    verdict = verdict_table(inputs)
     exceeds = {r[0]: (r[2], r[4]) for r in verdict.rows}
     assert exceeds == {"doct": ("+2.00", "yes"), "dbsa": ("-1.00", "no"),
                        "camn": ("-1.46", "no")}      # a Δ equal to the floor does not exceed it
-    assert report.exceeds(None, 1.46) == report.exceeds(2.0, None) == "n/a"
+    assert noise.exceeds(None, 1.46) == noise.exceeds(2.0, None) == "n/a"
 
 
 def test_no_pair_gives_one_line_and_no_floor(tmp_path):
     inputs = _smoke_run(tmp_path, heads_seed=2)   # the controls now differ in their seed too
-    assert report.noise_pairs(inputs) == [] and report.noise_floor([]) is None
-    block = report.noise_floor_block(inputs)
-    assert isinstance(block, report.Text) and block.paragraphs == [NO_FLOOR]
-    assert {r[0]: r[4] for r in report.verdict_table(inputs).rows} == {
+    assert noise.noise_pairs(inputs) == [] and noise.noise_floor([]) is None
+    block = noise.noise_floor_block(inputs)
+    assert isinstance(block, document.Text) and block.paragraphs == [NO_FLOOR]
+    assert {r[0]: r[4] for r in verdict_table(inputs).rows} == {
         "doct": "n/a", "dbsa": "n/a", "camn": "n/a"}
-    md = report.to_markdown("t", [report.Section("Verdict", [block])])
+    md = render.to_markdown("t", [document.Section("Verdict", [block])])
     assert md.splitlines()[2:] == ["## Verdict", "", NO_FLOOR]   # one line
-    unscored = report.noise_floor_block(replace(inputs, scores=None))
+    unscored = noise.noise_floor_block(replace(inputs, scores=None))
     assert unscored.paragraphs == ["Noise floor: n/a (scores not read)."]
 
 
 def test_a_pair_differs_in_its_data_and_nothing_else(tmp_path):
     base = _run(tmp_path, "a", "transformer", "doc")
     same = dict(job="b", parent="transformer", reads="heads")
-    assert report.differ_only_in_data(base, _run(tmp_path, **same))
+    assert noise.differ_only_in_data(base, _run(tmp_path, **same))
     for differs in ({"reads": "doc"},                  # the same shards: nothing differs
                     {"reads": None},                   # shards not recorded: cannot tell
                     {"seed": 2},                       # a train setting
                     {"steps": 150},                    # the updates
                     {"model": "doct"},                 # the model
                     {"parent": "other"}):              # the checkpoint it starts from
-        assert not report.differ_only_in_data(base, _run(tmp_path, **{**same, **differs})), differs
-    no_manifest = report.TrainRun("c", tmp_path / "c" / "manifest.json", None, [], "transformer")
-    assert not report.differ_only_in_data(base, no_manifest)
+        assert not noise.differ_only_in_data(base, _run(tmp_path, **{**same, **differs})), differs
+    no_manifest = TrainRun("c", tmp_path / "c" / "manifest.json", None, [], "transformer")
+    assert not noise.differ_only_in_data(base, no_manifest)
     # decoded differently (b_sent: each sentence alone) is no pair, decoded alike is
     inputs = _inputs(tmp_path, {"a": 10.0, "b_sent": 11.0, "b": 12.0}, {},
                      [base, _run(tmp_path, **same)])
     inputs.systems["b_sent"] = "b"
-    assert [(p.first, p.second) for p in report.noise_pairs(inputs)] == [("a", "b")]
+    assert [(p.first, p.second) for p in noise.noise_pairs(inputs)] == [("a", "b")]
 
 
 def test_a_pair_shows_the_p_value_where_score_test_tested_it(tmp_path):
@@ -623,9 +627,9 @@ def test_a_pair_shows_the_p_value_where_score_test_tested_it(tmp_path):
                       _run(tmp_path, "b", "transformer", "heads"),
                       _run(tmp_path, "c", "transformer", "sent")])
     inputs.scores["results"]["bible/test"]["models"]["c"]["bleu_p"] = 0.2   # c against baseline a
-    pairs = {(p.first, p.second): p.p for p in report.noise_pairs(inputs)}
+    pairs = {(p.first, p.second): p.p for p in noise.noise_pairs(inputs)}
     assert pairs == {("a", "b"): 0.001, ("a", "c"): 0.2, ("b", "c"): None}
-    assert [r[3] for r in report.noise_floor_block(inputs).rows] == ["0.0010", "0.2000", "n/a"]
+    assert [r[3] for r in noise.noise_floor_block(inputs).rows] == ["0.0010", "0.2000", "n/a"]
 
 
 def test_budget_table_shows_each_jobs_schedule_and_stop_rule(tmp_path):

@@ -213,7 +213,7 @@ def test_splits_built_from_overlapping_files(tmp_path_factory, pool, data):
 
 
 def test_the_report_funnel_shows_sizes_before_and_after_hygiene(tmp_path):
-    from pipeline_lib.evaluate.report import funnel_table
+    from pipeline_lib.evaluate.report.tables import funnel_table
 
     rows = {"train": [("d1", *S(1)), ("d1", *S(2)), ("d2", "Igual.", "Igual."), ("d3", *S(5)),
                       ("d4", *S(5)), ("d5", "Mal\x1b.", "Bad.")],

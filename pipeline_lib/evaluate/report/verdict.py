@@ -1,0 +1,170 @@
+"""The Verdict section, the page's first: the regime, whether each model beats its matched
+control (and by more than the noise floor), and every job's training budget and stop rule, so a
+reader sees whether a model and its control had the same budget."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pipeline_lib.evaluate.report.chains import job_roles, regime, stopped, system_groups
+from pipeline_lib.evaluate.report.document import NA, Table, Text, fmt
+from pipeline_lib.evaluate.report.inputs import Inputs
+from pipeline_lib.evaluate.report.noise import exceeds, noise_floor, noise_pairs
+from pipeline_lib.evaluate.report.results import verdict_test_set
+
+
+def regime_text(inputs: Inputs) -> Text:
+    """What the verdicts below are about: the regime and, when converged, the rule and any job
+    that reached its cap first."""
+    runs = {j: r for j, r in inputs.train.items() if r.manifest is not None}
+    if regime(inputs.train) == "smoke":
+        return Text(["Regime: smoke. Every job trained a fixed number of updates "
+                     "(train.patience 0): a verdict says whether a model beats its matched "
+                     "control at this budget, not whether the paper's claim holds; a baseline "
+                     "stopped while its dev loss still falls leaves its control the gains of "
+                     "further training."])
+    rules = Counter(f"dev {p.get('stop_metric', 'loss')}, patience {p.get('patience')} "
+                    f"validations, min_delta {p.get('min_delta', 0.0)}"
+                    for r in runs.values() if (p := r.train_params))
+    capped = [j for j, r in runs.items() if r.stop.get("reason") == "max_steps"]
+    text = ["Regime: converged. Every job trained until its dev metric stopped improving "
+            f"({'; '.join(f'{rule} ({n} jobs)' for rule, n in rules.items())}; each job "
+            "capped by its max_steps); a fine-tune and its matched control each trained to its "
+            "own plateau under the same rule from the same checkpoint, so a verdict compares "
+            "the method with the baseline trained on until it no longer gains."]
+    if capped:
+        text.append(f"Not converged: {len(capped)} job(s) reached their max_steps cap before a "
+                    f"plateau: {', '.join(capped)}.")
+    return Text(text)
+
+
+def _updates(inputs: Inputs, systems: list[str]) -> str:
+    """Updates of the systems' jobs (one, or each seed's)."""
+    steps = []
+    for system in systems:
+        run = inputs.train.get(inputs.systems.get(system, system))
+        steps.append(((run.manifest if run else None) or {}).get("counts", {}).get("steps"))
+    return "/".join(fmt(x) for x in steps)
+
+
+def verdict_table(inputs: Inputs) -> Table:
+    """One line per model with a matched control: does it beat it on the test set (the paired
+    bootstrap with one seed; the paired t-test across seeds with several), by how much, whether
+    that Δ exceeds the noise floor (:func:`noise_floor`: a Δ within it could be the shards
+    alone), in which regime, after how many updates of each."""
+    scores = inputs.scores or {}
+    t = Table("Verdict", ["Model", "Verdict", "Δ BLEU vs control", "p", "Exceeds noise floor",
+                          "Matched control", "Updates: model", "Updates: control",
+                          "Stopped: model / control"])
+    if not scores:
+        t.notes.append(f"Scores: {NA} (not read).")
+        return t
+    ts = verdict_test_set(scores)
+    res = scores["results"][ts]
+    level = scores["config"]["significance_level"]
+    controls = scores.get("controls") or {}
+    groups = system_groups(inputs)
+    mode = regime(inputs.train)
+    roles = job_roles(inputs)
+    floor = noise_floor(noise_pairs(inputs))
+    seen: set[str] = set()
+    for system in scores["models"]:
+        group = groups.get(system, system)
+        if group in seen or roles.get(inputs.systems.get(system, system)) != "model":
+            continue
+        seen.add(group)
+        members = [s for s in scores["models"] if groups.get(s, s) == group]
+        if system not in controls:
+            t.rows.append([group, f"no matched control ({mode})", "", "", NA, "",
+                           _updates(inputs, members), "", "; ".join(
+                               stopped(inputs.train.get(inputs.systems.get(x, x)))
+                               for x in members)])
+            continue
+        ctrl = [controls[s] for s in members]
+        if "seeds" in res and group in res["seeds"] and "control" in res["seeds"][group]:
+            c = res["seeds"][group]["control"]
+            delta = f"{c['mean']:+.2f}" + (f" ± {c['sd']:.2f}" if c["sd"] is not None else "") + \
+                f" ({c['seeds']} seeds, {c['wins']} better)"
+            p, significant, mean = c["p"], c["significant"], c["mean"]
+            test = "paired t-test across seeds"
+            ctrl_name = c["group"]
+        else:
+            c = res["models"][system].get("control")
+            if c is None:
+                continue
+            delta, p, significant, mean = (f"{c['bleu_delta']:+.2f}", c["bleu_p"],
+                                           c["bleu_significant"], c["bleu_delta"])
+            test = "paired bootstrap"
+            ctrl_name = c["system"]
+        if significant and mean > 0:
+            verdict = "beats its control"
+        elif significant and mean < 0:
+            verdict = "does not beat its control: significantly worse"
+        else:
+            verdict = "does not beat its control: no significant difference"
+        verdict += f" ({mode})"
+        jobs = [inputs.train.get(inputs.systems.get(x, x)) for x in members + ctrl]
+        capped = sorted({r.job for r in jobs if r is not None and
+                         r.stop.get("reason") == "max_steps"})
+        if mode == "converged" and capped:
+            verdict += f"; not converged: {', '.join(capped)} hit max_steps"
+        stops = " / ".join("; ".join(stopped(inputs.train.get(inputs.systems.get(x, x)))
+                                     for x in side) for side in (members, ctrl))
+        t.rows.append([group, verdict, delta, "n/a" if p is None else f"{p:.4f} ({test})",
+                       exceeds(mean, floor), ctrl_name, _updates(inputs, members),
+                       _updates(inputs, ctrl), stops])
+    t.notes.append(f"On test set {ts}; significant: p < {level}. With one seed the p-value is "
+                   "sacreBLEU's paired bootstrap of the model against its matched control; with "
+                   "several, a paired t-test of the per-seed differences (each seed's model "
+                   "against the same seed's control) and 'better' counts the seeds where the "
+                   "model scored higher (section 'Across seeds'). Exceeds noise floor: "
+                   "whether the Δ (with several seeds, its mean) is larger than the noise floor "
+                   "below; n/a without a floor or a control.")
+    return t
+
+
+def budget_table(inputs: Inputs, starts: dict[str, int | None]) -> Table:
+    """Every evaluated system's training budget: its job's updates and target tokens, tokens
+    per update, where it started, why it stopped, and the schedule it ran (learning rate,
+    warm-up, max_steps and stop rule from ``params.train`` in its manifest): what a reader needs
+    to see whether a model and its control had the same budget, and what ran."""
+    roles = job_roles(inputs)
+    t = Table("Budgets: updates and target tokens",
+              ["System", "Role", "Training job", "Updates", "Target tokens", "Tokens / update",
+               "Starts at update", "Total updates", "Stopped", "LR", "Warm-up", "Max steps",
+               "Stop rule"])
+    evaluated = set(inputs.systems.values())
+    rows = [*inputs.systems.items(),   # then the jobs no system is (pre-training), as "—"
+            *(("—", job) for job in inputs.train if job not in evaluated)]
+    for system, job in rows:
+        run = inputs.train.get(job)
+        counts = ((run.manifest if run else None) or {}).get("counts", {})
+        steps, tokens = counts.get("steps"), counts.get("target_tokens")
+        start = starts.get(job)
+        p = run.train_params if run else {}
+        t.rows.append([system, roles.get(job, NA), job, fmt(steps), fmt(tokens),
+                       fmt(tokens / steps, 0) if steps and tokens is not None else NA,
+                       fmt(start), fmt(None if start is None or steps is None else start + steps),
+                       stopped(run), NA if p.get("lr") is None else f"{p['lr']:.3g}",
+                       fmt(p.get("warmup")), fmt(p.get("max_steps")), stop_rule(p)])
+    t.notes.append("Updates and target tokens of the system's own training job (counts.steps, "
+                   "counts.target_tokens in its manifest; tokens: target subwords trained on, "
+                   "padding excluded); a fine-tune's job starts from its initial job's best "
+                   "checkpoint, at the update given. A model and its matched control train the "
+                   "same number of updates in the smoke regime; in the converged regime each "
+                   "stops on its own plateau, so their budgets differ and are shown here. LR: "
+                   "the peak learning rate, reached after the warm-up updates; Max steps: the "
+                   "job's cap (its fixed budget where the stop rule is fixed); Stop rule: "
+                   "fixed (train.patience 0) or the dev plateau it stops on. System —: a "
+                   "training job no system is, that others start from (role initialises).")
+    return t
+
+
+def stop_rule(params: dict) -> str:
+    """A job's stop rule from its ``params.train``: ``fixed`` (patience 0: it trains max_steps)
+    or ``plateau: dev loss, patience 10``."""
+    if not params:
+        return NA
+    if not params.get("patience"):
+        return "fixed"
+    return f"plateau: dev {params.get('stop_metric', 'loss')}, patience {params['patience']}"
