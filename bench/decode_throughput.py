@@ -54,8 +54,8 @@ def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
 
         model, cfg = load_model(args.checkpoint, device=args.device)
     else:
-        presets = load_config(*args.config)["model_sizes"]
-        cfg = ModelConfig.from_dict({**presets[args.size], "vocab_size": args.vocab, "dropout": 0.0})
+        sizes = load_config(*args.config)["model_sizes"]
+        cfg = ModelConfig.from_dict({**sizes[args.size], "vocab_size": args.vocab, "dropout": 0.0})
         torch.manual_seed(0)
         model = build_model(cfg).to(args.device)
     if args.shards:

@@ -1,4 +1,4 @@
-"""The results layout, declared once: every stage output's path, one method per stage.
+"""Every path a run writes, declared once: each stage output, one method per stage.
 
 Rule files, final targets, the report's inputs and the plan read paths from here and spell none
 themselves: stage outputs, and each job's log and benchmark file (``JOB_FILES``). A method's arguments are the stage's wildcards: left at their defaults they give the

@@ -1,7 +1,7 @@
 """Typed model configuration shared by the trainer, the checkpoint and the decoder.
 
-Sizes live in config/config.yaml (``model_sizes``: tiny/base/big), never in code, so that a
-checkpoint's ``config.yaml`` alone says what was trained.
+Sizes live in the config (``model_sizes``: tiny/base/big in config/config.yaml, a preset's own
+in its file), never in code, so that a checkpoint's ``config.yaml`` alone says what was trained.
 """
 
 from __future__ import annotations

@@ -622,7 +622,7 @@ class ShardStream(IterableDataset):
                 cur, rows = [], 0
         return chunks + ([cur] if cur else [])
 
-    def plan(self, chunk: list[WorkUnit], rng: random.Random) -> list[Planned]:
+    def batches_of(self, chunk: list[WorkUnit], rng: random.Random) -> list[Planned]:
         """The batches of one chunk, in training order."""
         cfg, mode = self.cfg, self.cfg.inputs.mode
         if mode is DataMode.SENTENCE:
@@ -666,7 +666,7 @@ class ShardStream(IterableDataset):
                 if g % workers == worker:
                     rng = random.Random(((self.cfg.seed * 1_000_003 + epoch) * 10_007 + self.rank)
                                         * 100_003 + i)
-                    yield epoch, i, len(chunks), self.plan(chunk, rng)
+                    yield epoch, i, len(chunks), self.batches_of(chunk, rng)
                 g += 1
 
     def __iter__(self) -> Iterator[tuple[int, int, int, list[Batch]]]:

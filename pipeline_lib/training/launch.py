@@ -125,7 +125,7 @@ class AllocationMismatch(RuntimeError):
     """The SLURM allocation does not hold the nodes the config asks for."""
 
 
-def plan(env: Mapping[str, str], nodes: int = 1, gpus_per_node: int = 0, cpus: int = 1,
+def launch_plan(env: Mapping[str, str], nodes: int = 1, gpus_per_node: int = 0, cpus: int = 1,
          nodelist: str | None = None) -> LaunchPlan:
     """Combine the job's environment with the requested shape (config ``cluster``, threads).
 
@@ -179,7 +179,7 @@ def build_command(
     module: str = DEFAULT_MODULE,
     python: str = sys.executable,
 ) -> list[str]:
-    """The argv that starts ``python -m <module> <train_args>`` with the layout ``p``."""
+    """The argv that starts ``python -m <module> <train_args>`` with the launch plan ``p``."""
     target = ["-m", module, *train_args]
     if p.nodes == 1 and p.procs_per_node == 1:
         return [python, *target]
@@ -328,18 +328,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     if env.get("SLURM_JOB_ID"):
         check_requeue(job, bool(args.require_requeue))
     try:
-        layout = plan(env, args.nodes, args.gpus_per_node, args.cpus, job.get("NodeList"))
+        lp = launch_plan(env, args.nodes, args.gpus_per_node, args.cpus, job.get("NodeList"))
     except AllocationMismatch as e:
         sys.exit(f"launch: error: {e}")
-    if len(layout.hosts) > layout.nodes:
-        print(f"launch: note: the allocation holds {len(layout.hosts)} nodes, config "
-              f"cluster.nodes = {layout.nodes}: the others stay idle", file=sys.stderr, flush=True)
-    if args.gpus_per_node and layout.gpus_per_node != args.gpus_per_node:
+    if len(lp.hosts) > lp.nodes:
+        print(f"launch: note: the allocation holds {len(lp.hosts)} nodes, config "
+              f"cluster.nodes = {lp.nodes}: the others stay idle", file=sys.stderr, flush=True)
+    if args.gpus_per_node and lp.gpus_per_node != args.gpus_per_node:
         print(f"launch: note: config asks for {args.gpus_per_node} GPUs per node, the job sees "
-              f"{layout.gpus_per_node}: {layout.procs_per_node} process(es) per node",
+              f"{lp.gpus_per_node}: {lp.procs_per_node} process(es) per node",
               file=sys.stderr, flush=True)
-    cmd = build_command(train_args, env, layout, args.module)
-    child = child_env(env, cmd, layout)
+    cmd = build_command(train_args, env, lp, args.module)
+    child = child_env(env, cmd, lp)
     threads = " ".join(f"{v}={child[v]}" for v in THREAD_VARS[:2])
     print(f"launch: {threads}", " ".join(cmd), file=sys.stderr, flush=True)
     if args.print_only:

@@ -34,7 +34,7 @@ rule train_model:
     benchmark:
         plan.results.benchmark("train_model")
     params:
-        # {"model": preset sizes + registry name + extras, "train": the train section with this
+        # {"model": model_sizes[size] + registry name + extras, "train": the train section with this
         # job's overrides}; only this job's settings, so editing another model's settings does
         # not rerun it. The trainer takes vocab_size from the BPE model. WHY wildcards only:
         # Snakemake leaves params functions of `input` out of its params rerun trigger.
