@@ -67,7 +67,7 @@ sentence is the first of its document, ``batch.extra["lane"]`` (B,) long, the do
 *document streams*: a lane's rows in consecutive batches (not every batch has a row of every
 lane) hold consecutive sentences of one document (a new document in a lane starts with
 doc_start True), so the cache of each lane carries over from one batch to the next
-(pipeline_lib/training/data.py ``stream_batches``). A change of the number of lanes starts
+(pipeline_lib/training/batching.py ``stream_batches``). A change of the number of lanes starts
 fresh streams. Without ``lane``, row b of consecutive batches is stream b (B streams). A
 missing ``doc_start`` is an error, not a sentence-level fallback. Training and evaluation keep separate caches, so a validation pass in the middle of
 training does not disturb the training streams.

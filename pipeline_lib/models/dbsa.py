@@ -50,10 +50,10 @@ Reads ``batch.src`` (B, S), ``tgt_in`` (B, T), ``tgt_out`` as the baseline, plus
 
 * ``batch.src_heads`` (B, S) long: for source position s (aligned to ``src``, EOS and PAD = -1)
   the 0-based position in ``src`` of its head piece; root pieces point to themselves.
-* ``batch.tgt_heads`` (B, T) long, as built by ``pipeline_lib.training.data.collate``: position 0 (BOS)
-  is -1 and position t >= 1 (the input token ``tgt_in[t] = y[t-1]``) holds the head of y[t-1] as
-  a 0-based position **in y** (the target without BOS; the shard's values, unchanged). The parse
-  head's key at ``tgt_in`` position h+1 holds y[h], so the gold key of query t is
+* ``batch.tgt_heads`` (B, T) long, as built by ``pipeline_lib.training.batching.collate``: position
+  0 (BOS) is -1 and position t >= 1 (the input token ``tgt_in[t] = y[t-1]``) holds the head of
+  y[t-1] as a 0-based position **in y** (the target without BOS; the shard's values, unchanged). The
+  parse head's key at ``tgt_in`` position h+1 holds y[h], so the gold key of query t is
   ``tgt_heads[t] + 1`` (:func:`target_gold`); gold keys > t (future heads) are not supervised.
 
 Either heads field may be ``None`` (its loss term is then left out); both ``None`` (decoding,

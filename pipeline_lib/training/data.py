@@ -1,5 +1,10 @@
 """Streaming Parquet shards -> token-budget ``Batch``es, deterministic, shardable and resumable.
 
+Where the parts are: this module is the loader itself (``LoaderConfig``, ``ShardStream``,
+``TrainLoader``, ``dev_batches``); reading the shards (files, work units, rows as columns or
+documents, a tagged model's tags) is ``shards.py``, and packing rows into token-budget batches
+and collating them into ``Batch``es is ``batching.py``.
+
 Why this shape:
 - *Streaming*: shards are read one row group (or, for the document modes, one shard) at a time
   and only a chunk of about ``buffer_sents`` sentences is held, so corpus size is bounded by
@@ -52,35 +57,29 @@ which also builds the contexts):
   Restoration shards (a ``ctx_ids`` column) give restoration batches (the model's restoration
   tag, document input = the ``ctx_ids``).
 
-Collation is vectorised (one numpy fill per tensor, not a tensor per row).
+Collation (``batching.py``) is vectorised (one numpy fill per tensor, not a tensor per row).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.parquet as pq
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.batch import DataMode, EXTRA_DOC_START, EXTRA_LANE, EXTRA_LANES
-from pipeline_lib.vocab import BOS_ID, EOS_ID, NO_HEAD, PAD_ID
-from pipeline_lib.models.inputs import CTX_KEY, ModelInputs
-from pipeline_lib.documents import split_document
-
-SHARD_GLOB = "shard-*.parquet"
-_COLUMNS = ("doc_id", "sent_idx", "src_ids", "tgt_ids")
-_HEAD_COLUMNS = ("src_heads", "tgt_heads")
-_RESTORE_COLUMN = "ctx_ids"    # restoration shards (pipeline_lib.preprocess.noise.RESTORE_SCHEMA)
-_DOC_SENT = "doc_sent"         # row key: the row's sentence as it appears in doc_src
+from pipeline_lib.batch import DataMode
+from pipeline_lib.models.inputs import ModelInputs
+from pipeline_lib.training.batching import (collate, collate_columns, collate_documents,
+                                            collate_stream, pack_by_tokens, pack_columns,
+                                            pack_documents, stream_batches, subdocuments, usable)
+from pipeline_lib.training.shards import (WorkUnit, prepare, read_columns, read_documents,
+                                          shard_files, work_units)
 
 
 @dataclass(frozen=True)
@@ -119,446 +118,15 @@ class DataPosition:
         return cls(epoch=int(d["epoch"]), batches=int(d["batches"]))
 
 
-@dataclass(frozen=True)
-class WorkUnit:
-    """One row group of one shard, or every ``nparts``-th row of it starting at ``part``;
-    ``row_group = -1``: the whole shard, split by documents (every ``nparts``-th document)."""
-
-    path: str
-    row_group: int
-    part: int = 0
-    nparts: int = 1
-    rows: int = 0        # rows in the unit (from the Parquet metadata; what chunks are cut by)
-
-
-def shard_files(directory: str | Path) -> list[Path]:
-    files = sorted(Path(directory).glob(SHARD_GLOB))
-    if not files:
-        raise FileNotFoundError(f"no {SHARD_GLOB} in {directory}")
-    return files
-
-
-def work_units(files: list[Path], num_streams: int, whole_files: bool = False) -> list[WorkUnit]:
-    """Row groups of all shards (or whole shards, for the document modes); split into
-    interleaved parts when there are fewer units than streams (DDP ranks), so that no rank is
-    left without data."""
-    groups = []
-    for f in files:
-        try:
-            meta = pq.ParquetFile(f).metadata
-        except Exception as e:  # pyarrow raises several types for a damaged file
-            raise ValueError(f"{f}: cannot read Parquet metadata: {e}") from e
-        groups.extend([(str(f), -1, meta.num_rows)] if whole_files else
-                      [(str(f), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)])
-    nparts = max(1, -(-num_streams // max(1, len(groups))))
-    return [WorkUnit(p, g, k, nparts, -(-n // nparts)) for p, g, n in groups for k in range(nparts)]
-
-
-@dataclass
-class Columns:
-    """Sentence rows as flat arrays in the Arrow list layout (side ``s`` of row i is
-    ``values[offsets[i]:offsets[i + 1]]``), so that bucketing and collation are array
-    operations, never a Python object per row (what the loader's time went to: ``to_pylist``
-    and a tensor per row). ``tag``: the piece a tagged model puts before row i's sentences."""
-
-    sides: dict[str, tuple[np.ndarray, np.ndarray]]      # src_ids, tgt_ids, [src|tgt]_heads
-    valid: dict[str, np.ndarray]                         # heads: False where the row has none
-    doc_id: np.ndarray
-    sent_idx: np.ndarray
-    tag: np.ndarray | None
-
-    def lengths(self, side: str) -> np.ndarray:
-        return np.diff(self.sides[side][1])
-
-    def gather(self, side: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ids of rows ``idx`` of ``side`` concatenated, and their lengths."""
-        values, offsets = self.sides[side]
-        starts, lens = offsets[idx], offsets[idx + 1] - offsets[idx]
-        ends = np.cumsum(lens)
-        return values[np.arange(int(ends[-1]) if len(ends) else 0)
-                      + np.repeat(starts - (ends - lens), lens)], lens
-
-
-def read_columns(units: Sequence[WorkUnit], with_heads: bool, inputs: ModelInputs) -> Columns:
-    """The rows of row-group work units, in order, as :class:`Columns` (only the columns
-    batching needs); a tagged model's tag per row (restoration rows take its restoration tag)."""
-    import pyarrow as pa
-
-    tables = []
-    for unit in units:
-        pf = pq.ParquetFile(unit.path)
-        try:
-            cols = _columns(pf, with_heads)
-        except ValueError as e:
-            raise ValueError(f"{unit.path}: {e}") from None
-        t = pf.read_row_group(unit.row_group, columns=cols)
-        tables.append(t.take(np.arange(unit.part, t.num_rows, unit.nparts)) if unit.nparts > 1 else t)
-    table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    sides, valid = {}, {}
-    for name in ("src_ids", "tgt_ids", *(_HEAD_COLUMNS if with_heads else ())):
-        if name not in table.column_names:
-            continue
-        arr = table.column(name).combine_chunks()
-        if isinstance(arr, pa.ChunkedArray):   # an empty table
-            arr = pa.array([], arr.type)
-        sides[name] = (arr.values.to_numpy(zero_copy_only=False).astype(np.int64),
-                       arr.offsets.to_numpy().astype(np.int64))
-        valid[name] = arr.is_valid().to_numpy(zero_copy_only=False)
-    n = table.num_rows
-    tag = None
-    if inputs.tag is not None or inputs.restore_tag is not None:
-        restore = (table.column(_RESTORE_COLUMN).is_valid().to_numpy(zero_copy_only=False)
-                   if _RESTORE_COLUMN in table.column_names else np.zeros(n, bool))
-        tag = np.where(restore, -1 if inputs.restore_tag is None else inputs.restore_tag,
-                       -1 if inputs.tag is None else inputs.tag)
-    column = lambda c: (table.column(c).to_numpy(zero_copy_only=False)   # noqa: E731
-                        if c in table.column_names else np.full(n, None, object))
-    return Columns(sides, valid, column("doc_id"), column("sent_idx"), tag)
-
-
-def _columns(pf: pq.ParquetFile, with_heads: bool) -> list[str]:
-    names = set(pf.schema_arrow.names)
-    cols = [c for c in _COLUMNS if c in names]
-    if with_heads:
-        cols += [c for c in _HEAD_COLUMNS if c in names]
-    if _RESTORE_COLUMN in names:
-        cols.append(_RESTORE_COLUMN)
-    missing = {"src_ids", "tgt_ids"} - set(cols)
-    if missing:
-        raise ValueError(f"missing columns {sorted(missing)}")
-    return cols
-
-
-def read_documents(unit: WorkUnit, with_heads: bool) -> list[list[dict]]:
-    """Documents (rows in shard order, grouped by consecutive ``doc_id``) of a whole-shard unit,
-    every ``nparts``-th document from ``part``. Doc and restore shards keep a document's rows
-    contiguous and in order and never split it across shards."""
-    pf = pq.ParquetFile(unit.path)
-    try:
-        cols = _columns(pf, with_heads)
-    except ValueError as e:
-        raise ValueError(f"{unit.path}: {e}") from None
-    docs: list[list[dict]] = []
-    for row in pf.read(columns=cols).to_pylist():
-        if docs and docs[-1][0]["doc_id"] == row["doc_id"]:
-            docs[-1].append(row)
-        else:
-            docs.append([row])
-    return docs[unit.part :: unit.nparts]
-
-
-def _row_len(row: dict) -> int:
-    """Tokens a sentence pair costs the budget: the longer of src+EOS and BOS+tgt."""
-    return max(len(row["src_ids"]), len(row["tgt_ids"])) + 1
-
-
-def _ctx_len(row: dict) -> int:
-    """Padded size of a row's context: its ids, or slots x the longest slot (context given as
-    one slot per previous sentence)."""
-    ctx = row.get(CTX_KEY)
-    if not ctx:
-        return 0
-    return len(ctx) * max(len(c) for c in ctx) if isinstance(ctx[0], list) else len(ctx)
-
-
-def prepare(row: dict, inputs: ModelInputs) -> dict:
-    """Rows of a model with tags get them (``src_ids``, ``tgt_ids`` and the sentence as the
-    document input sees it); other models use rows as read. Restoration rows (``ctx_ids``) take
-    the model's restoration tag, translation rows its translation tag."""
-    if inputs.tag is None and inputs.restore_tag is None:
-        return row
-    restore = row.get(_RESTORE_COLUMN) is not None
-    row["src_ids"] = inputs.tag_sentence(row["src_ids"], restore)
-    row["tgt_ids"] = inputs.tag_sentence(row["tgt_ids"], restore)
-    row[_DOC_SENT] = inputs.tag_sentence(row[_RESTORE_COLUMN], True) if restore else row["src_ids"]
-    return row
-
-
-def _usable(row: dict, max_len: int) -> bool:
-    """Pairs with an empty side or longer than the model's positions cannot be trained on; the
-    shard stage already quarantines them, this only guards a smaller ``max_len``."""
-    return bool(row["src_ids"]) and bool(row["tgt_ids"]) and _row_len(row) <= max_len
-
-
-def pack_by_tokens(rows: list[dict], max_tokens: int,
-                   max_context_tokens: int | None = None) -> list[list[dict]]:
-    """Sort ``rows`` by length (then context length) and cut into batches whose rows' tokens
-    (:func:`_row_len`) sum to at most ``max_tokens``; with ``max_context_tokens``, also rows *
-    longest context <= that cap.
-
-    A single row over a budget forms a batch of its own (the budget cannot be met otherwise;
-    ``max_len`` filtering upstream keeps such rows rare)."""
-    rows = sorted(rows, key=lambda r: (_row_len(r), _ctx_len(r), len(r["src_ids"])))
-    batches: list[list[dict]] = []
-    cur: list[dict] = []
-    tokens = ctx_max = 0
-    for r in rows:
-        n, c = _row_len(r), _ctx_len(r)
-        if cur and (tokens + n > max_tokens or (max_context_tokens is not None and
-                                                max(ctx_max, c) * (len(cur) + 1) > max_context_tokens)):
-            batches.append(cur)
-            cur, tokens, ctx_max = [], 0, 0
-        cur.append(r)
-        tokens, ctx_max = tokens + n, max(ctx_max, c)
-    if cur:
-        batches.append(cur)
-    return batches
-
-
-def pack_columns(cols: Columns, max_tokens: int, max_len: int) -> list[np.ndarray]:
-    """:func:`pack_by_tokens` on :class:`Columns`: the usable rows (as :func:`_usable` says,
-    tags included) sorted by (tokens, source length), stably, and cut into batches of row
-    indices whose tokens sum to at most ``max_tokens``."""
-    tagged = 0 if cols.tag is None else (cols.tag >= 0).astype(np.int64)
-    src, tgt = cols.lengths("src_ids") + tagged, cols.lengths("tgt_ids") + tagged
-    row = np.maximum(src, tgt) + 1
-    usable = np.flatnonzero((src > 0) & (tgt > 0) & (row <= max_len))
-    order = usable[np.lexsort((src[usable], row[usable]))]
-    batches, first, tokens = [], 0, 0
-    for k, n in enumerate(row[order].tolist()):
-        if k > first and tokens + n > max_tokens:
-            batches.append(order[first:k])
-            first, tokens = k, 0
-        tokens += n
-    if len(order) > first:
-        batches.append(order[first:])
-    return batches
-
-
-def collate_columns(cols: Columns, idx: np.ndarray, pad_multiple: int = 1,
-                    max_len: int | None = None) -> Batch:
-    """Rows ``idx`` of :class:`Columns` -> the ``Batch`` :func:`collate` builds from them as dict
-    rows (tags, EOS/BOS, heads aligned, lengths rounded up to ``pad_multiple``)."""
-    B = len(idx)
-    tag = None if cols.tag is None else cols.tag[idx]
-    has = np.zeros(B, np.int64) if tag is None else (tag >= 0).astype(np.int64)
-    rows = np.arange(B)
-    src_ids, src_len = cols.gather("src_ids", idx)
-    tgt_ids, tgt_len = cols.gather("tgt_ids", idx)
-    S = _round_up(int((src_len + has).max()) + 1, pad_multiple, max_len)
-    T = _round_up(int((tgt_len + has).max()) + 1, pad_multiple, max_len)
-    src = _fill(src_ids, src_len, PAD_ID, has, S)
-    src[rows, has + src_len] = EOS_ID
-    tgt_in = _fill(tgt_ids, tgt_len, PAD_ID, 1 + has, T)
-    tgt_in[:, 0] = BOS_ID
-    tgt_out = _fill(tgt_ids, tgt_len, PAD_ID, has, T)
-    tgt_out[rows, has + tgt_len] = EOS_ID
-    if tag is not None:
-        tagged = has.astype(bool)
-        for x, col in ((src, 0), (tgt_in, 1), (tgt_out, 0)):
-            x[tagged, col] = tag[tagged]
-    b = Batch(src=torch.from_numpy(src), tgt_in=torch.from_numpy(tgt_in),
-              tgt_out=torch.from_numpy(tgt_out), doc_id=cols.doc_id[idx].tolist(),
-              sent_idx=cols.sent_idx[idx].tolist())
-    for side, width, start in (("src_heads", S, 0), ("tgt_heads", T, 1)):
-        if side in cols.sides and cols.valid[side][idx].any():
-            heads, n = cols.gather(side, idx)
-            setattr(b, side, torch.from_numpy(_fill(heads, n, NO_HEAD, start, width)))
-    return b
-
-
-def _round_up(n: int, multiple: int, limit: int | None) -> int:
-    """``n`` rounded up to ``multiple``, but not past ``limit`` (the model's positions)."""
-    r = -(-n // multiple) * multiple
-    return r if limit is None else max(n, min(r, limit))
-
-
-def _fill(flat: np.ndarray, lengths: np.ndarray, value: int, start: np.ndarray | int,
-          width: int) -> np.ndarray:
-    """(B, width) array, row b holding ``lengths[b]`` ids of ``flat`` (rows concatenated) from
-    column ``start`` (per row, or one for all) on, ``value`` elsewhere: one numpy fill for the
-    whole batch. A tensor per row (``torch.as_tensor`` 3 x B times per batch) was the collate's
-    cost on a GPU host, where the loop waits for it."""
-    out = np.full((len(lengths), width), value, dtype=np.int64)
-    start = np.broadcast_to(np.asarray(start, np.int64), lengths.shape)[:, None]
-    cols = np.arange(width)
-    out[(cols >= start) & (cols < start + lengths[:, None])] = flat      # row-major order
-    return out
-
-
-def padded(seqs: Sequence[Sequence[int]], value: int = PAD_ID, before: int | None = None,
-           after: int | None = None, width: int | None = None, multiple: int = 1,
-           limit: int | None = None) -> torch.Tensor:
-    """(B, W) long tensor whose row b is ``[before] + seqs[b] + [after]`` right-padded with
-    ``value``; W = ``width``, or the longest row rounded up to ``multiple`` (not past ``limit``)."""
-    lengths = np.fromiter((len(s) for s in seqs), np.int64, len(seqs))
-    flat = np.fromiter(itertools.chain.from_iterable(seqs), np.int64, int(lengths.sum()))
-    lead = int(before is not None)
-    if width is None:
-        width = _round_up(int(lengths.max(initial=0)) + lead + int(after is not None), multiple,
-                          limit)
-    out = _fill(flat, lengths, value, lead, width)
-    if before is not None:
-        out[:, 0] = before
-    if after is not None:
-        out[np.arange(len(seqs)), lead + lengths] = after
-    return torch.from_numpy(out)
-
-
-def _heads(heads: Sequence[int] | None, n: int) -> Sequence[int]:
-    """A row's subword heads, or ``n`` times NO_HEAD for a row without a parse."""
-    return heads if heads is not None else [NO_HEAD] * n
-
-
-def collate(rows: list[dict], inputs: ModelInputs = ModelInputs(), pad_multiple: int = 1,
-            max_len: int | None = None) -> Batch:
-    """Rows -> ``Batch``: src = x + EOS, tgt_in = BOS + y, tgt_out = y + EOS (PAD_ID padded,
-    lengths rounded up to ``pad_multiple`` within ``max_len``).
-
-    Heads (when read) are padded with -1; ``tgt_heads`` gets a leading -1 for the BOS position so
-    it is aligned to ``tgt_in`` (values are the shard's, unchanged). A row without a parse (null
-    heads: beyond ``parse.max_sentences_per_split``, or quarantined by the parse stage) gets -1
-    everywhere, i.e. no supervision for that row only; the other rows of the batch stay
-    supervised. Rows with a context (CONTEXT mode) add what the model's context rule builds."""
-    srcs, tgts = [r["src_ids"] for r in rows], [r["tgt_ids"] for r in rows]
-    src = padded(srcs, after=EOS_ID, multiple=pad_multiple, limit=max_len)
-    tgt_in = padded(tgts, before=BOS_ID, multiple=pad_multiple, limit=max_len)
-    tgt_out = padded(tgts, after=EOS_ID, width=tgt_in.size(1))
-    b = Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out,
-              doc_id=[r.get("doc_id") for r in rows], sent_idx=[r.get("sent_idx") for r in rows])
-    if any(r.get("src_heads") is not None for r in rows):
-        b.src_heads = padded([_heads(r.get("src_heads"), len(r["src_ids"])) for r in rows],
-                             NO_HEAD, after=NO_HEAD, width=src.size(1))
-    if any(r.get("tgt_heads") is not None for r in rows):
-        b.tgt_heads = padded([_heads(r.get("tgt_heads"), len(r["tgt_ids"])) for r in rows],
-                             NO_HEAD, before=NO_HEAD, width=tgt_in.size(1))
-    if rows and CTX_KEY in rows[0]:
-        b.ctx_src, extra = inputs.context_tensors(rows)
-        if b.ctx_src is not None and pad_multiple > 1:
-            width = _round_up(b.ctx_src.size(1), pad_multiple, max_len)
-            b.ctx_src = F.pad(b.ctx_src, (0, width - b.ctx_src.size(1)), value=PAD_ID)
-        b.extra.update(extra)
-    return b
-
-
-def collate_documents(subdocs: list[list[dict]], inputs: ModelInputs, pad_multiple: int = 1,
-                      max_len: int | None = None) -> Batch:
-    """Sub-documents -> a document-level ``Batch``: the rows of every sub-document, plus the
-    ``extra`` tensors the model's document rule builds from the sub-documents' sentences, each
-    row's sub-document and each row's own sentence (a row whose sentence is one of its
-    sub-document's needs no encoding of its own: the model reuses the document's)."""
-    rows = [r for d in subdocs for r in d]
-    b = collate(rows, pad_multiple=pad_multiple, max_len=max_len)
-    b.extra.update(inputs.documents.collate([[r[_DOC_SENT] for r in d] for d in subdocs],
-                                            [n for n, d in enumerate(subdocs) for _ in d],
-                                            [r["src_ids"] for r in rows]))
-    return b
-
-
-@dataclass(frozen=True)
-class StreamBatch:
-    """One batch of document lanes: ``lanes`` in all; per row its lane, whether it starts a
-    document, and the row."""
-
-    lanes: int
-    items: list[tuple[int, bool, dict]]
-
-
-def collate_stream(batch: StreamBatch, pad_multiple: int = 1, max_len: int | None = None) -> Batch:
-    """A stream batch -> ``Batch`` with ``extra["lane"]`` (B,) long, ``extra["lanes"]`` (int)
-    and ``extra["doc_start"]`` (B,) bool."""
-    b = collate([r for _, _, r in batch.items], pad_multiple=pad_multiple, max_len=max_len)
-    b.extra[EXTRA_DOC_START] = torch.tensor([s for _, s, _ in batch.items], dtype=torch.bool)
-    b.extra[EXTRA_LANE] = torch.tensor([lane for lane, _, _ in batch.items], dtype=torch.long)
-    b.extra[EXTRA_LANES] = batch.lanes
-    return b
-
-
-#: Parallel lanes of document streams: this many times the rows of an average batch (at most
-#: one per document), so that each batch can choose sentences of similar length among them.
-LANE_CHOICE = 8
-#: Lanes whose sentences left reach this quantile of all lanes' are served first, so that lanes
-#: drain together and a shard does not end in a tail of short batches.
-BEHIND = 0.9
-
-
-def stream_batches(docs: list[list[dict]], max_tokens: int) -> list[StreamBatch]:
-    """Document streams: ``docs`` (in the given order) dealt to P lanes, each to the lane with
-    the fewest sentences; each batch takes the next sentence of the lanes furthest behind (the
-    most sentences left: the ``BEHIND`` quantile and up), then of the other lanes, in each group
-    those whose next sentence is closest in length to that of the lane with the most left
-    first, while their tokens (:func:`_row_len`) fit ``max_tokens``. Every sentence comes after
-    its document's previous one, in an earlier batch.
-
-    On the Bible's doc shards (``max_tokens`` 4096) this carries 0.99 of the sentence batches'
-    target tokens per update with 55-76 % of the cells real; lanes sized by a shard's longest
-    row, the t-th sentences side by side, carried 0.28 at 49 %, and choosing by length alone
-    0.87 (long lanes were left for a tail of short batches)."""
-    if not any(docs):
-        return []
-    lengths = [_row_len(r) for d in docs for r in d]
-    per_batch = max_tokens / (sum(lengths) / len(lengths))
-    P = max(1, min(len(docs), round(LANE_CHOICE * per_batch)))
-    lanes: list[list[tuple[bool, dict]]] = [[] for _ in range(P)]
-    sizes: list[list[int]] = [[] for _ in range(P)]
-    for d in docs:
-        k = min(range(P), key=lambda j: (len(lanes[j]), j))
-        lanes[k].extend((i == 0, r) for i, r in enumerate(d))
-        sizes[k].extend(_row_len(r) for r in d)
-    head = np.zeros(P, np.int64)
-    left = np.array([len(lane) for lane in lanes], np.int64)          # sentences left per lane
-    width = np.array([n[0] if n else 0 for n in sizes], np.int64)     # tokens of each next row
-    ids = np.arange(P)
-    out: list[StreamBatch] = []
-    while left.any():
-        anchor = int(np.argmax(left))                 # the most left; the lowest index on ties
-        live = ids[left > 0]
-        ahead = left[live] < np.quantile(left[live], BEHIND)
-        # lanes behind first (the anchor first among them), then by closeness in length
-        order = live[np.lexsort((live, -left[live], np.abs(width[live] - width[anchor]), ahead))]
-        chosen, tokens = [], 0
-        for k, n in zip(order.tolist(), width[order].tolist()):
-            if not chosen or tokens + n <= max_tokens:
-                chosen.append(k)
-                tokens += n
-        chosen.sort()
-        out.append(StreamBatch(P, [(k, *lanes[k][head[k]]) for k in chosen]))
-        for k in chosen:
-            head[k] += 1
-            left[k] -= 1
-            width[k] = sizes[k][head[k]] if left[k] else 0
-    return out
-
-
-#: Open batches a sub-document may join (the last ones: they hold sub-documents of its width).
-OPEN_BATCHES = 4
-
-
-def pack_documents(subdocs: list[list[dict]], max_tokens: int) -> list[list[list[dict]]]:
-    """Sub-documents (kept whole) sorted by width (longest row) and packed first-fit into the
-    last ``OPEN_BATCHES`` batches whose rows' tokens stay within ``max_tokens``; a sub-document
-    over the budget forms a batch of its own. Whole sub-documents cannot be cut at an exact
-    budget, so first fit rather than a cut in sorted order (which left a batch short by up to
-    a sub-document, a fifth of the budget on the Bible)."""
-    order = sorted(subdocs, key=lambda d: (max(_row_len(r) for r in d), len(d)))
-    batches: list[list[list[dict]]] = []
-    tokens: list[int] = []
-    for d in order:
-        n = sum(_row_len(r) for r in d)
-        for k in range(max(0, len(batches) - OPEN_BATCHES), len(batches)):
-            if tokens[k] + n <= max_tokens:
-                batches[k].append(d)
-                tokens[k] += n
-                break
-        else:
-            batches.append([d])
-            tokens.append(n)
-    return batches
-
-
 def _document_rows(docs: list[list[dict]], cfg: LoaderConfig) -> list[list[dict]]:
     """Documents with their unusable rows dropped (and context added in CONTEXT mode; the
     context of a row is its previous *usable* rows, which is what decoding sees too)."""
-    kept = [[r for r in (prepare(x, cfg.inputs) for x in d) if _usable(r, cfg.max_len)]
+    kept = [[r for r in (prepare(x, cfg.inputs) for x in d) if usable(r, cfg.max_len)]
             for d in docs]
     kept = [d for d in kept if d]
     if cfg.inputs.mode is DataMode.CONTEXT:
         cfg.inputs.add_context(kept, cfg.seed)
     return kept
-
-
-def _subdocuments(docs: list[list[dict]], max_sentences: int) -> list[list[dict]]:
-    return [d[a:b] for d in docs for a, b in split_document(len(d), max_sentences)]
 
 
 Planned = Any    # a batch before collation: (Columns, row indices), rows, sub-documents or a StreamBatch
@@ -635,7 +203,7 @@ class ShardStream(IterableDataset):
             rng.shuffle(docs)
             return stream_batches(docs, cfg.max_tokens)
         if mode is DataMode.DOCUMENT:
-            batches = pack_documents(_subdocuments(docs, cfg.inputs.max_sentences), cfg.max_tokens)
+            batches = pack_documents(subdocuments(docs, cfg.inputs.max_sentences), cfg.max_tokens)
         else:
             batches = pack_by_tokens([r for d in docs for r in d], cfg.max_tokens,
                                      cfg.max_context_tokens)
@@ -778,6 +346,6 @@ def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
         return [collate_stream(b, **pad) for b in stream_batches(docs, max_tokens)]
     if inputs.mode is DataMode.DOCUMENT:
         return [collate_documents(b, inputs, **pad) for b in
-                pack_documents(_subdocuments(docs, inputs.max_sentences), max_tokens)]
+                pack_documents(subdocuments(docs, inputs.max_sentences), max_tokens)]
     return [collate(b, inputs, **pad) for b in pack_by_tokens([r for d in docs for r in d],
                                                               max_tokens, max_context_tokens)]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.training.data import collate
+from pipeline_lib.training.batching import collate
 from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.dbsa import (NO_HEAD, DependencyAttention, DependencyTransformer,

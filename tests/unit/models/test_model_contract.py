@@ -32,8 +32,9 @@ from pipeline_lib.models.search import BeamConfig, beam_search, greedy_search
 from pipeline_lib.models.transformer import EncoderOut
 from pipeline_lib.documents import split_document
 from pipeline_lib import checkpoint as ckpt
-from pipeline_lib.training.data import (collate, collate_documents, collate_stream, prepare,
-                                        stream_batches)
+from pipeline_lib.training.batching import (collate, collate_documents, collate_stream,
+                                            stream_batches)
+from pipeline_lib.training.shards import prepare
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze, init_from_checkpoint
 

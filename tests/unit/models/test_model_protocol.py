@@ -28,8 +28,8 @@ from pipeline_lib.models.inputs import ContextRule, ModelInputs, SpecialIds, inp
 from pipeline_lib.models.layers import Attention, AttnKind, Memory, SubLayer
 from pipeline_lib.models.search import BeamConfig, search
 from pipeline_lib import checkpoint as ckpt
-from pipeline_lib.training.data import (DataPosition, LoaderConfig, TrainLoader, collate,
-                                        dev_batches)
+from pipeline_lib.training.batching import collate
+from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
 from pipeline_lib.training.train import TrainConfig, train
 from test_data import write_doc_corpus  # tests/unit: the shared doc-shard builder
 

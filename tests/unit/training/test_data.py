@@ -459,7 +459,7 @@ def test_stream_batches_keep_the_budget_and_choose_similar_lengths():
     sentences are alike in length, so few cells are padding (fixed lanes, the t-th sentences
     side by side, filled about half of them); lanes drain together, so every lane's documents
     come out whole and in order."""
-    from pipeline_lib.training.data import stream_batches
+    from pipeline_lib.training.batching import stream_batches
 
     rng = random.Random(1)
     docs = [[{"doc_id": f"d{k}", "sent_idx": i,
@@ -490,7 +490,7 @@ def test_context_is_not_counted_in_the_budget(doc_corpus):
     tight = _epoch(doc_dir, LoaderConfig(max_tokens=120, max_context_tokens=60, seed=4, inputs=spec))
     assert len(tight) > len(ctx) and all(b.ctx_src.numel() <= 60 or b.src.size(0) == 1 for b in tight)
     from pipeline_lib.models.inputs import CTX_KEY
-    from pipeline_lib.training.data import pack_by_tokens
+    from pipeline_lib.training.batching import pack_by_tokens
 
     rows = [{"src_ids": [5] * n, "tgt_ids": [6] * n, "i": i}
             for i, n in enumerate(random.Random(2).choices(range(3, 30), k=200))]
@@ -545,7 +545,7 @@ def test_every_data_mode_carries_the_same_target_tokens_per_update(tmp_path):
 
 def test_vectorised_collate_is_the_row_by_row_layout():
     """The one-fill collate builds what the row-by-row one built (tensor per row)."""
-    from pipeline_lib.training.data import collate
+    from pipeline_lib.training.batching import collate
 
     rng = random.Random(4)
     rows = [{"doc_id": f"d{i}", "sent_idx": i, "src_ids": [rng.randint(4, 90) for _ in range(n)],
@@ -578,9 +578,9 @@ def test_columnar_sentence_batches_are_the_row_by_row_ones(corpus, doc_corpus):
     same batches, row for row and tensor for tensor, as tagging, filtering, sorting and
     collating dict rows, with heads (some rows without a parse) and with tags (restoration rows
     take the restoration tag)."""
-    from pipeline_lib.training.data import (_usable, collate, collate_columns, pack_by_tokens,
-                                            pack_columns, prepare, read_columns, shard_files,
-                                            work_units)
+    from pipeline_lib.training.batching import (collate, collate_columns, pack_by_tokens,
+                                                pack_columns, usable)
+    from pipeline_lib.training.shards import prepare, read_columns, shard_files, work_units
     from pipeline_lib.models.inputs import ModelInputs
 
     doc_dir, restore_dir, spm_model = doc_corpus
@@ -594,7 +594,7 @@ def test_columnar_sentence_batches_are_the_row_by_row_ones(corpus, doc_corpus):
         rows = [prepare(r, inputs) for f in shard_files(shards)
                 for r in pq.read_table(f, columns=wanted).to_pylist()]
         want = [collate([r for r in b], inputs) for b in
-                pack_by_tokens([r for r in rows if _usable(r, 40)], 150)]
+                pack_by_tokens([r for r in rows if usable(r, 40)], 150)]
         got = [collate_columns(cols, idx) for idx in pack_columns(cols, 150, 40)]
         assert len(got) == len(want) > 3
         for g, w in zip(got, want):
