@@ -47,13 +47,10 @@ import json
 import math
 import os
 import random
-import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -64,28 +61,26 @@ from tqdm import tqdm
 from pipeline_lib.batch import Batch
 from pipeline_lib.codehash import code_hash
 from pipeline_lib.batch import DataMode
-from pipeline_lib.layout import (ATTEMPTS_FILE, CHECKPOINT_DIR, CKPT_AVERAGED, CKPT_BEST,
-                                 CKPT_BEST_KEPT, CKPT_FINAL, CKPT_LAST, MANIFEST_FILE,
+from pipeline_lib.layout import (ATTEMPTS_FILE, CHECKPOINT_DIR, CKPT_LAST, MANIFEST_FILE,
                                  METRICS_FILE)
-from pipeline_lib.vocab import PAD_ID
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib import checkpoint as ckpt
-from pipeline_lib.training.compiled import compile_model
-from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
+from pipeline_lib.training.data import DataPosition, LoaderConfig, dev_batches
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
-from pipeline_lib.training.validation import autocast, dev_bleu, dev_loss
+from pipeline_lib.training.validation import dev_bleu, dev_loss
 from pipeline_lib.training.metrics import TB_DIR, MetricsLog, Window
-from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
 from pipeline_lib.training.phases import PhaseClock
+from pipeline_lib.training.run_checkpoints import RunCheckpoints
+from pipeline_lib.training.streams import Streams
+from pipeline_lib.training.update import SUPERVISION, Updater
 from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog, attempt_identity,
                                           clear_run, decide, run_changes)
-from pipeline_lib.training.reproducibility import determinants, seed_step
+from pipeline_lib.training.reproducibility import determinants
 from pipeline_lib.training.stopping import StopMetric, StopReason, StopRule, judge
 
 SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
-SUPERVISION = ("src_heads", "src_tokens", "tgt_heads", "tgt_tokens")
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 
 
@@ -270,17 +265,6 @@ class TrainerState:
                    finished=ts.get("finished", False))
 
 
-def supervision_counts(batch: Batch) -> torch.Tensor:
-    """(4,) tensor in :data:`SUPERVISION` order: source tokens with a gold head, source tokens,
-    target tokens with a gold head, target tokens (EOS/BOS excluded: they never have one)."""
-    src_tok = batch.src.ne(PAD_ID).sum() - batch.src.size(0)
-    tgt_tok = batch.tgt_out.ne(PAD_ID).sum() - batch.tgt_out.size(0)
-    zero = torch.zeros((), dtype=torch.long, device=batch.src.device)
-    src_sup = batch.src_heads.ge(0).sum() if batch.src_heads is not None else zero
-    tgt_sup = batch.tgt_heads.ge(0).sum() if batch.tgt_heads is not None else zero
-    return torch.stack([src_sup, src_tok, tgt_sup, tgt_tok])
-
-
 def _model_config(d: dict[str, Any], spm_path: str | Path):
     from pipeline_lib.models.config import ModelConfig
 
@@ -304,7 +288,6 @@ class Trainer:
         if tcfg.aux_ratio > 0 and aux_shards is None:
             raise ValueError(f"train.aux_ratio={tcfg.aux_ratio} needs --aux-shards")
         self.tcfg, self.spm_path, self.out_dir = tcfg, spm_path, Path(out_dir)
-        self.ck_dir = self.out_dir / CHECKPOINT_DIR
         self.info, self.device = init_distributed(tcfg.device)
         random.seed(tcfg.seed)
         np.random.seed(tcfg.seed)
@@ -322,6 +305,8 @@ class Trainer:
         self.record = run_record(tcfg, self.mcfg.name,
                                  {role: self.manifest.inputs[str(p)] for role, p in
                                   roles.items() if str(p) in self.manifest.inputs})
+        self.ckpts = RunCheckpoints(self.out_dir, self.mcfg.to_dict(), self.record, spm_path,
+                                    self._log)
         self.model = build_model(self.mcfg).to(self.device)
         self.inputs = inputs_for(self.model, spm_path)
         self.rule = tcfg.stop_rule()
@@ -339,21 +324,13 @@ class Trainer:
                       f"unexpected={self.init_keys['unexpected']}")
         self.frozen = apply_freeze(self.model, tcfg.freeze)
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.trainable, tcfg.lr)
-        self.scheduler = build_scheduler(self.optimizer, tcfg.warmup)
         self._data(shards, dev_shards, aux_shards)
-        self.ddp = self.model
-        if self.info.world_size > 1:
-            # Sentence batches of a document-level model leave its document modules unused (on
-            # every step without an aux stream), and two data streams may exercise different
-            # parts of any model: DDP must be told, or it fails at the second step.
-            unused = self.aux_loader is not None or self.inputs.mode is DataMode.DOCUMENT
-            self.ddp = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=unused)
-        self.forward, self.compiled = (compile_model(self.ddp) if tcfg.compile
-                                       else (self.ddp, None))
         self.phases = PhaseClock(self.device, tcfg.phase_times)
+        self.updater = Updater(self.model, self.trainable, tcfg, self.info, self.device,
+                               self.inputs, self.phases, unused_parameters=(
+                                   self.streams.aux is not None
+                                   or self.inputs.mode is DataMode.DOCUMENT))
+        self.compiled = self.updater.compiled
 
     def _log(self, message: str) -> None:
         if self.info.is_main:
@@ -365,9 +342,8 @@ class Trainer:
         The main process decides, the others follow."""
         state, resume = None, 0.0
         if self.info.is_main:
-            for p in ckpt.sweep_tmp(self.ck_dir):   # a save killed midway
-                self._log(f"removed {p.name}, left by an interrupted save")
-            last = ckpt.resolve_checkpoint(self.ck_dir / CKPT_LAST)
+            self.ckpts.sweep()
+            last = self.ckpts.last()
             changes = [] if last is None else run_changes(
                 ckpt.read_config(last), self.mcfg.to_dict(), self.record, RESUMABLE_CHANGES)
             if last is not None and not changes:
@@ -382,12 +358,10 @@ class Trainer:
             resume = float(decision.resume)
         resumed = all_reduce_float(resume, self.info, "max") > 0
         barrier(self.info)   # the main process has cleared an earlier run
-        return (ckpt.resolve_checkpoint(self.ck_dir / CKPT_LAST), state) if resumed else (None, None)
+        return (self.ckpts.last(), state) if resumed else (None, None)
 
     def _data(self, shards, dev_shards, aux_shards) -> None:
-        """Loaders for the main (and aux) stream and the dev batches, as the model's inputs say.
-        A document-level model reads sentence batches from --shards; its document-level batches
-        (restoration or parallel documents) come from --aux-shards."""
+        """The data streams (streams.py) and the dev batches, as the model's inputs say."""
         tcfg, info, cuda = self.tcfg, self.info, self.device.type == "cuda"
         # Lengths rounded up to a multiple of 8 on CUDA: fewer distinct shapes (first-sight costs,
         # compiled graphs); on a CPU the extra padding is only extra work.
@@ -397,10 +371,7 @@ class Trainer:
                             buffer_sents=tcfg.buffer_sents, max_len=self.mcfg.max_len,
                             num_workers=tcfg.num_workers, inputs=self.inputs,
                             pin_memory=cuda, pad_multiple=pad)
-        self.loader = TrainLoader(shards, replace(lcfg, inputs=self.inputs.sentence_batches()),
-                                  info.rank, info.world_size)
-        self.aux_loader = (TrainLoader(aux_shards, lcfg, info.rank, info.world_size)
-                           if aux_shards is not None and tcfg.aux_ratio > 0 else None)
+        self.streams = Streams(shards, aux_shards, lcfg, self.inputs, info, tcfg.aux_ratio)
         self.dev = (dev_batches(dev_shards, tcfg.max_tokens, self.mcfg.max_len, self.inputs,
                                 tcfg.seed, tcfg.max_context_tokens, pad) if info.is_main else [])
         if tcfg.dev_bleu and self.inputs.dev_bleu_skip:
@@ -414,8 +385,8 @@ class Trainer:
         self.model.load_state_dict(ckpt.load_state(self.last, self.device))
         ts = self.last_state or ckpt.load_trainer_state(self.last)
         self.last_state = None
-        self.optimizer.load_state_dict(ts["optimizer"])
-        self.scheduler.load_state_dict(ts["scheduler"])
+        self.updater.optimizer.load_state_dict(ts["optimizer"])
+        self.updater.scheduler.load_state_dict(ts["scheduler"])
         self.state = TrainerState.from_dict(ts)
         self._restore_best()
         ckpt.set_rng_state(ts["rng"][min(self.info.rank, len(ts["rng"]) - 1)])
@@ -427,88 +398,25 @@ class Trainer:
         ``best_step`` (a SIGKILL after a new best and before the next save leaves a newer one);
         otherwise the best value is forgotten and the next validation chooses ``best`` anew."""
         st = self.state
-        if not self.info.is_main or st.best_step is None:
-            return
-        kept = ckpt.resolve_checkpoint(self.ck_dir / CKPT_BEST_KEPT)
-        if kept is not None and ckpt.read_config(kept)["train"].get("best_step") == st.best_step:
-            ckpt.link_checkpoint(kept, self.ck_dir / CKPT_BEST)
-            return
-        self._log(f"no weights of the best step {st.best_step} in {self.ck_dir / CKPT_BEST_KEPT}: "
-                  "best is chosen again from the next validation")
-        st.best_dev, st.best_step = self.rule.worst, None
+        if self.info.is_main and st.best_step is not None and \
+                not self.ckpts.restore_best(st.best_step):
+            st.best_dev, st.best_step = self.rule.worst, None
 
     # --- one update -------------------------------------------------------------------------
-    def _streams(self) -> None:
-        self.iters: dict[bool, Iterator] = {False: self.loader.iterate(self.state.position)}
-        if self.aux_loader is not None:
-            self.iters[True] = self.aux_loader.iterate(self.state.aux_position)
-
     def next_batch(self, aux: bool) -> Batch:
-        """Next micro-batch of the main (or aux) stream; all ranks move to the next epoch
-        together when any runs out. Updates the stream's position in the state."""
-        while True:
-            item = next(self.iters[aux], None)
-            if all_reduce_float(float(item is not None), self.info, "min") > 0:
-                if aux:
-                    self.state.aux_position = item[0]
-                else:
-                    self.state.position = item[0]
-                return item[1]
-            pos = self.state.aux_position if aux else self.state.position
-            pos = DataPosition(pos.epoch + 1, 0)
-            if aux:
-                self.state.aux_position = pos
-                self.iters[aux] = self.aux_loader.iterate(pos)
-            else:
-                self.state.position = pos
-                self.iters[aux] = self.loader.iterate(pos)
+        """Next micro-batch of the main (or aux) stream (streams.py); a method of its own so
+        bench/trainer_efficiency.py can record what the trainer draws."""
+        return self.streams.next_batch(aux, self.state)
 
     def step(self, window: Window) -> None:
-        """One optimiser update over ``update_freq`` micro-batches; the loss is normalised by the
-        global number of target tokens (DDP already averages over ranks). Quantities stay tensors
-        (added to ``window``), so the update never waits for the device."""
-        tcfg, info = self.tcfg, self.info
-        # dropout masks depend on (seed, update, rank) alone: a resumed run draws the same
-        seed_step(tcfg.seed, self.state.step, self.device, info.rank)
-        self.optimizer.zero_grad(set_to_none=True)
-        aux = (self.aux_loader is not None
-               and self.inputs.schedule(self.state.step, tcfg.aux_ratio) is Phase.DOCUMENT)
-        tokens = torch.zeros((), device=self.device)
-        phase = self.phases.phase
-        for micro in range(tcfg.update_freq):
-            with phase("next_batch"):
-                batch = self.next_batch(aux)
-            with phase("copy"):
-                batch = batch.to(self.device)
-            sync = micro == tcfg.update_freq - 1 or info.world_size == 1
-            with nullcontext() if sync else self.ddp.no_sync():
-                with phase("forward"):
-                    with autocast(self.device):
-                        out = self.forward(batch)
-                    loss, _, n = label_smoothed_nll(out.logits, batch.tgt_out,
-                                                    tcfg.label_smoothing)
-                    if out.aux_loss is not None:  # per-token quantity: weight it like the CE
-                        loss = loss + out.aux_loss.float() * n
-                with phase("backward"):
-                    loss.backward()
-            for k, v in out.aux_metrics.items():   # rank 0's micro-batches
-                window.add(k, v)
-            tokens = tokens + n
-            window.add("loss", loss)
-            if self.inputs.heads:
-                self.pending_supervision = self.pending_supervision + supervision_counts(batch)
-        with phase("optimizer"):
-            global_tokens = all_reduce(tokens.float(), info)
-            scale = info.world_size / global_tokens.clamp(min=1.0)
-            # one fused multiply over every gradient, not a kernel per parameter
-            torch._foreach_mul_([p.grad for p in self.trainable if p.grad is not None], scale)
-            if tcfg.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.trainable, tcfg.clip_norm)
-            self.optimizer.step()
-            self.scheduler.step()
+        """One optimiser update (update.py) on the stream the model's schedule picks."""
+        aux = (self.streams.aux is not None
+               and self.inputs.schedule(self.state.step, self.tcfg.aux_ratio) is Phase.DOCUMENT)
+        tokens, supervision = self.updater.update(self.state.step, aux, self.next_batch, window)
+        if supervision is not None:
+            self.pending_supervision = self.pending_supervision + supervision
         self.state.step += 1
-        self.pending_tokens = self.pending_tokens + global_tokens
-        window.add("tokens", global_tokens)
+        self.pending_tokens = self.pending_tokens + tokens
 
     # --- validation and checkpoints ---------------------------------------------------------
     def validate(self) -> None:
@@ -524,12 +432,9 @@ class Trainer:
             self.log.write({"step": self.state.step, "split": "dev", **m})
             value, st = m[self.rule.metric.value], self.state
             v = judge(self.rule, value, st.best_dev, st.reference, st.bad_evals)
-            if v.new_best:   # best-kept first: a resume re-creates best from it
+            if v.new_best:
                 st.best_dev, st.best_step = value, st.step
-                ckpt.save_checkpoint(self.ck_dir / CKPT_BEST_KEPT, self.model.state_dict(),
-                                     self.mcfg.to_dict(), {**self.record, "best_step": st.step,
-                                                           "best_dev": float(value)}, self.spm_path)
-                ckpt.link_checkpoint(self.ck_dir / CKPT_BEST_KEPT, self.ck_dir / CKPT_BEST)
+                self.ckpts.keep_best(self.model.state_dict(), st.step, value)
             if v.gained:
                 st.reference = value
             bad_evals = float(v.bad_evals)
@@ -552,10 +457,10 @@ class Trainer:
             rngs = [None] * self.info.world_size
             dist.all_gather_object(rngs, ckpt.rng_state())
         if self.info.is_main:
-            ts = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            ts = {"optimizer": self.updater.optimizer.state_dict(),
+                  "scheduler": self.updater.scheduler.state_dict(),
                   "rng": rngs, **self.state.to_dict()}
-            ckpt.save_checkpoint(self.ck_dir / name, self.model.state_dict(), self.mcfg.to_dict(),
-                                 self.record, self.spm_path, ts)
+            self.ckpts.write(name, self.model.state_dict(), ts)
             self.attempts.update(self.state.step)
         barrier(self.info)
 
@@ -563,14 +468,7 @@ class Trainer:
         """``step-N``, copied to ``last``; only the newest ``keep_last`` (or k averaged) kept."""
         self.save(f"step-{self.state.step}")
         if self.info.is_main:
-            ckpt.copy_checkpoint(self.ck_dir / f"step-{self.state.step}", self.ck_dir / CKPT_LAST)
-            steps = self._step_checkpoints()
-            for p in steps[: max(0, len(steps) - max(self.tcfg.keep_last, self.tcfg.average_last_k))]:
-                shutil.rmtree(p)
-
-    def _step_checkpoints(self) -> list[Path]:
-        return [p for _, p in sorted((int(p.name.split("-")[1]), p)
-                                     for p in self.ck_dir.glob("step-*"))]
+            self.ckpts.rotate(self.state.step, max(self.tcfg.keep_last, self.tcfg.average_last_k))
 
     def log_train(self, window: Window, seconds: float) -> None:
         """One train record from the window: the loss summed over ranks, then every sum
@@ -583,7 +481,7 @@ class Trainer:
         tokens = totals["tokens"]
         rec = {"step": self.state.step, "split": "train", "loss": totals["loss"] / max(tokens, 1.0),
                "tokens_per_s": tokens / max(seconds, 1e-9),
-               "lr": self.scheduler.get_last_lr()[0], "epoch": self.state.position.epoch,
+               "lr": self.updater.scheduler.get_last_lr()[0], "epoch": self.state.position.epoch,
                **({"phase_s": self.phases.take()} if self.phases.enabled else {}),
                **({"compiled_graphs": self.compiled.graphs} if self.compiled else {}),
                **{k: v / window.counts[k] for k, v in totals.items() if k not in ("loss", "tokens")}}
@@ -596,7 +494,7 @@ class Trainer:
         tcfg = self.tcfg
         self.resume()
         self.log = MetricsLog(self.out_dir, self.state.step, self.info.is_main)
-        self._streams()
+        self.streams.start(self.state)
         self.pending_tokens = torch.zeros((), device=self.device)
         self.pending_supervision = torch.zeros(len(SUPERVISION), dtype=torch.long,
                                                device=self.device)
@@ -630,9 +528,7 @@ class Trainer:
                 break
             t0 += time.time() - t_pause  # tokens/s counts training time only
         self.bar.close()
-        for loader in (self.loader, self.aux_loader):
-            if loader is not None:
-                loader.close()
+        self.streams.close()
         if exit_code == 0:
             reason = (StopReason.PLATEAU if self.rule.plateaued(self.state.bad_evals)
                       else StopReason.MAX_STEPS)
@@ -657,20 +553,8 @@ class Trainer:
         self.save(CKPT_LAST)
         if not self.info.is_main:
             return
-        k = self.tcfg.average_last_k
-        chosen = self._step_checkpoints()[-k:] if k > 1 else []
-        if chosen:
-            ckpt.save_checkpoint(self.ck_dir / CKPT_AVERAGED, ckpt.average_states(chosen),
-                                 self.mcfg.to_dict(),
-                                 {**self.record, "averaged": [p.name for p in chosen]}, self.spm_path)
-        elif k > 1:   # save_every > the updates run: no step checkpoint to average
-            self._log(f"average_last_k={k}: no step checkpoint was saved (save_every "
-                      f"{self.tcfg.save_every}, {self.state.step} updates): final is {CKPT_BEST}")
         # `final`: the weights every later stage evaluates (one name, whatever the recipe)
-        final = CKPT_AVERAGED if chosen else CKPT_BEST
-        if ckpt.resolve_checkpoint(self.ck_dir / final) is None:
-            final = CKPT_LAST   # no validation ever improved on an infinite loss
-        ckpt.link_checkpoint(self.ck_dir / final, self.ck_dir / CKPT_FINAL)
+        self.ckpts.finalize(self.tcfg.average_last_k, self.tcfg.save_every, self.state.step)
         self.manifest.counts = {"steps": self.state.step, "target_tokens": self.state.tokens,
                                 "target_tokens_per_update": (self.state.tokens
                                                              / max(self.state.step, 1)),
