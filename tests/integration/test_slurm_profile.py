@@ -57,6 +57,16 @@ SNAKEFILE = textwrap.dedent("""
 """)
 
 
+def _shim_env(state: Path) -> dict[str, str]:
+    """The submit host's environment: the shims first on PATH, this checkout importable, the
+    stand-in's state in ``state``, and no SLURM_* of an enclosing job (a test run in one)."""
+    env = {**os.environ,
+           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")]),
+           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+    return {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+
+
 def _sbatch_calls(state: Path) -> dict[str, list[str]]:
     """rule name -> sbatch argv (the plugin names the rule in --comment)."""
     calls = {}
@@ -73,12 +83,7 @@ def _sbatch_calls(state: Path) -> dict[str, list[str]]:
 def test_slurm_profile_submits_polls_and_collects_through_the_real_executor(tmp_path):
     state = tmp_path / "fake_slurm"
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
-    env = {**os.environ,
-           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")]),
-           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
-    for var in [v for v in env if v.startswith("SLURM_")]:
-        del env[var]
+    env = _shim_env(state)
     cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
            "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path),
            "--slurm-init-seconds-before-status-checks", "1", "--jobs", "4", "--retries", "0"]
@@ -133,10 +138,7 @@ def test_an_own_slurm_extra_without_the_signal_is_refused_before_submitting(tmp_
     slurm_extra of one's own without them stops the run with one line, nothing submitted."""
     state = tmp_path / "fake_slurm"
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
-    env = {**os.environ,
-           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")]),
-           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+    env = _shim_env(state)
     base = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
             "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path), "-n"]
     bad = subprocess.run([*base, "--set-resources", "train_model:slurm_extra='--qos=high'"],
@@ -170,12 +172,7 @@ def test_real_workflow_ingests_a_tiny_corpus_through_the_slurm_profile(tmp_path)
             splits:
               train: {{src: {data / 'train.en'}, tgt: {data / 'train.de'}, docids: {data / 'train.docids'}}}
     """))
-    env = {**os.environ,
-           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")]),
-           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
-    for var in [v for v in env if v.startswith("SLURM_")]:
-        del env[var]
+    env = _shim_env(state)
     target = tmp_path / "results/ingest_corpus/tiny/manifest.json"
     # --cores caps the threads of local jobs; ingest_corpus runs with 1 thread either way.
     cmd = [sys.executable, "-m", "snakemake", str(target),
@@ -217,12 +214,7 @@ def test_preempted_training_job_is_resubmitted_and_resumes(tmp_path):
                 "if [ -e train/last ]; then echo resumed-from-step-$(cat train/last) > {output};"
                 " else mkdir -p train && echo 500 > train/last && exit 143; fi"
     """))
-    env = {**os.environ,
-           "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")]),
-           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
-    for var in [v for v in env if v.startswith("SLURM_")]:
-        del env[var]
+    env = _shim_env(state)
     cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
            "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path),
            "--slurm-init-seconds-before-status-checks", "1"]
