@@ -14,8 +14,9 @@ from pipeline_lib.models.camn import CTX_SENTS, CAMNTransformer, ContextGate, Me
 from pipeline_lib.models.inputs import (PreviousSentences, PreviousSentenceSlots, RandomSentences,
                                         SpecialIds)
 from pipeline_lib.models.layers import SOURCE_MEMORY, LayerContext
-from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import apply_freeze
+
+from marker_task import SIZE, marker_accuracy, train_on_markers
 
 torch.set_num_threads(1)
 
@@ -221,18 +222,6 @@ def test_parameter_overhead_matches_the_architecture():
               f"overhead +{overhead} ({100 * overhead / base:.1f}%)")
 
 
-def _marker_task(B: int, gen: torch.Generator) -> Batch:
-    """target = [marker] + src, where the marker (30 or 31) is given only by a memory token (4/5)."""
-    src = torch.randint(10, 30, (B, 5), generator=gen)
-    flag = torch.randint(0, 2, (B,), generator=gen)
-    ctx = torch.cat([torch.randint(10, 30, (B, 3), generator=gen), (4 + flag)[:, None],
-                     torch.randint(10, 30, (B, 2), generator=gen), torch.full((B, 1), EOS_ID)], 1)
-    tgt = torch.cat([(30 + flag)[:, None], src], 1)
-    return Batch(src=torch.cat([src, torch.full((B, 1), EOS_ID)], 1),
-                 tgt_in=torch.cat([torch.full((B, 1), BOS_ID), tgt], 1),
-                 tgt_out=torch.cat([tgt, torch.full((B, 1), EOS_ID)], 1), ctx_src=ctx)
-
-
 @pytest.mark.slow
 def test_two_step_training_learns_to_use_the_memory():
     """Step 1 (sentence level) cannot predict the memory-determined marker (chance, 50 %); step 2
@@ -240,35 +229,14 @@ def test_two_step_training_learns_to_use_the_memory():
     the marker accuracy sits at chance for 100-200 steps, then jumps to ~1.0 for seeds 0-2)."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    kw = dict(vocab_size=40, d_model=32, n_heads=2, d_ff=64, enc_layers=2, dec_layers=2, dropout=0.0,
-              max_len=32)
-
-    def train(model: torch.nn.Module, steps: int, lr: float) -> None:
-        opt = build_optimizer([p for p in model.parameters() if p.requires_grad], lr=lr)
-        model.train()
-        for _ in range(steps):
-            b = _marker_task(32, gen)
-            opt.zero_grad(set_to_none=True)
-            loss, _, n = label_smoothed_nll(model(b).logits, b.tgt_out, 0.0)
-            (loss / n).backward()
-            opt.step()
-
-    @torch.no_grad()
-    def accuracy(model: torch.nn.Module) -> tuple[float, float]:
-        model.eval()
-        b = _marker_task(1000, gen)
-        pred = model(b).logits.argmax(-1)
-        return (float((pred[:, 0] == b.tgt_out[:, 0]).float().mean()),
-                float((pred[:, 1:] == b.tgt_out[:, 1:]).float().mean()))
-
-    base = Transformer(ModelConfig(**kw))
-    train(base, 200, 3e-3)
-    base_marker, base_copy = accuracy(base)
-    model = CAMNTransformer(ModelConfig(**kw, name="camn", extras=VARIANT))
+    base = Transformer(ModelConfig(**SIZE))
+    train_on_markers(base, 200, 3e-3, gen)
+    base_marker, base_copy = marker_accuracy(base, gen)
+    model = CAMNTransformer(ModelConfig(**SIZE, name="camn", extras=VARIANT))
     model.load_state_dict(base.state_dict(), strict=False)
     apply_freeze(model, CAMNTransformer.sentence_level_prefixes())
-    train(model, 300, 1e-2)   # after a plateau of 100-200 steps the memory read takes over
-    camn_marker, camn_copy = accuracy(model)
+    train_on_markers(model, 300, 1e-2, gen)   # after a plateau of 100-200 steps the memory read takes over
+    camn_marker, camn_copy = marker_accuracy(model, gen)
     print(f"marker accuracy: sentence-level {base_marker:.3f}, CAMN step 2 {camn_marker:.3f}; "
           f"copy accuracy {base_copy:.3f} -> {camn_copy:.3f}")
     assert base_copy > 0.95 and base_marker < 0.6

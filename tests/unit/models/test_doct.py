@@ -14,8 +14,9 @@ from pipeline_lib.models.doct import (CONTEXT_MEMORY, CTX_ATTN, ContextGate, Doc
                                       GatedSubLayer)
 from pipeline_lib.models.inputs import SpecialIds
 from pipeline_lib.models.layers import SubLayer
-from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
 from pipeline_lib.training.train import apply_freeze
+
+from marker_task import SIZE, marker_accuracy, train_on_markers
 
 torch.set_num_threads(1)
 
@@ -175,53 +176,20 @@ def test_search_caches_the_context_keys_and_values_in_every_layer():
     assert all(k.size(2) == batch.ctx_src.size(1) for k in keys)                       # (B, nh, C, hs)
 
 
-def _marker_task(B: int, gen: torch.Generator) -> Batch:
-    """target = [marker] + src, where the marker (30 or 31) is given only by a context token (4/5)."""
-    src = torch.randint(10, 30, (B, 5), generator=gen)
-    flag = torch.randint(0, 2, (B,), generator=gen)
-    ctx = torch.cat([torch.randint(10, 30, (B, 3), generator=gen), (4 + flag)[:, None],
-                     torch.randint(10, 30, (B, 2), generator=gen), torch.full((B, 1), EOS_ID)], 1)
-    tgt = torch.cat([(30 + flag)[:, None], src], 1)
-    return Batch(src=torch.cat([src, torch.full((B, 1), EOS_ID)], 1),
-                 tgt_in=torch.cat([torch.full((B, 1), BOS_ID), tgt], 1),
-                 tgt_out=torch.cat([tgt, torch.full((B, 1), EOS_ID)], 1), ctx_src=ctx)
-
-
 @pytest.mark.slow
 def test_two_step_training_learns_to_use_the_context():
     """Step 1 (sentence level) cannot predict the context-determined marker (chance, 50 %); step 2
     with theta_s frozen learns it from the context alone (~8 s on one core)."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    kw = dict(vocab_size=40, d_model=32, n_heads=2, d_ff=64, enc_layers=2, dec_layers=2, dropout=0.0,
-              max_len=32)
-
-    def train(model: torch.nn.Module, steps: int) -> None:
-        opt = build_optimizer(model.parameters(), lr=3e-3)
-        model.train()
-        for _ in range(steps):
-            b = _marker_task(32, gen)
-            opt.zero_grad(set_to_none=True)
-            loss, _, n = label_smoothed_nll(model(b).logits, b.tgt_out, 0.0)
-            (loss / n).backward()
-            opt.step()
-
-    @torch.no_grad()
-    def accuracy(model: torch.nn.Module) -> tuple[float, float]:
-        model.eval()
-        b = _marker_task(1000, gen)
-        pred = model(b).logits.argmax(-1)
-        return (float((pred[:, 0] == b.tgt_out[:, 0]).float().mean()),
-                float((pred[:, 1:] == b.tgt_out[:, 1:]).float().mean()))
-
-    base = Transformer(ModelConfig(**kw))
-    train(base, 200)
-    base_marker, base_copy = accuracy(base)
-    model = DocTransformer(ModelConfig(**kw, name="doct"))
+    base = Transformer(ModelConfig(**SIZE))
+    train_on_markers(base, 200, 3e-3, gen)
+    base_marker, base_copy = marker_accuracy(base, gen)
+    model = DocTransformer(ModelConfig(**SIZE, name="doct"))
     model.load_state_dict(base.state_dict(), strict=False)
     apply_freeze(model, DocTransformer.sentence_level_prefixes())
-    train(model, 150)
-    doct_marker, doct_copy = accuracy(model)
+    train_on_markers(model, 150, 3e-3, gen)
+    doct_marker, doct_copy = marker_accuracy(model, gen)
     print(f"marker accuracy: sentence-level {base_marker:.3f}, DocT step 2 {doct_marker:.3f}; "
           f"copy accuracy {base_copy:.3f} -> {doct_copy:.3f}")
     assert base_copy > 0.95 and base_marker < 0.6
