@@ -13,7 +13,7 @@ from pipeline_lib import failed_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
-from pipeline_lib.training.launch import train_slurm_extra
+from pipeline_lib.training.launch import submit_problem, train_slurm_extra
 
 min_version("9.0")
 
@@ -44,6 +44,16 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
+
+
+# Under SLURM, a partition that would end every training job at its start (pre-emption by CANCEL,
+# pipeline_lib.training.launch.submit_problem) stops the run once, before any submission.
+onstart:
+    if (workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm"
+            and any(j.rule.name == "train_model" for j in workflow.dag.needrun_jobs())):
+        problem = submit_problem(workflow.resource_settings.overwrite_resources)
+        if problem:
+            raise WorkflowError(problem)
 
 
 # A failed job's error (file and line) is in its log: print its last lines on the console too.

@@ -275,6 +275,36 @@ def train_slurm_extra(overrides: Mapping[str, Mapping]) -> str:
     return str(given)
 
 
+def _typed(resource: object) -> str | None:
+    """What was typed for a set-resources entry (Snakemake's Resource keeps it as ``raw``)."""
+    raw = getattr(resource, "raw", resource)
+    return None if raw is None else str(raw).strip("'\"")
+
+
+def submit_problem(overrides: Mapping[str, Mapping]) -> str | None:
+    """Before anything is submitted (the Snakefile's ``onstart`` under the SLURM executor): why
+    every training job would be refused at its start (:func:`check_requeue`), read from
+    train_model's partition in ``overrides`` (Snakemake's set-resources), or None.
+
+    WHY before: each refused job is submitted 1 + retries times and shows only "FAILED" on the
+    console; a partition that pre-empts by CANCEL is known on the submit host, so the run stops
+    once, with the reason. None where train_model names no partition, scontrol shows no record
+    of it, or ``require_requeue`` is 0 (the site accepted the wait)."""
+    train = overrides.get("train_model") or {}
+    partition = _typed(train.get("slurm_partition"))
+    if not partition or _typed(train.get("require_requeue")) == "0":
+        return None
+    record = scontrol_record("partition", partition)
+    problem = preemption_problem({}, record) if record else None
+    if problem is None:
+        return None
+    return (f"train_model: {problem}, and snakemake-executor-plugin-slurm polls a PREEMPTED job "
+            "for ever, so no training job was submitted. Train on a partition or QOS that "
+            "requeues (PreemptMode=REQUEUE) or is not pre-empted (profiles/slurm: train_model's "
+            "slurm_partition), or accept it with `require_requeue: 0` for train_model in "
+            "profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
+
+
 def check_requeue(job: Mapping[str, str], require: bool) -> None:
     """Refuse (``require``) or flag a SLURM job that a pre-emption would end for good."""
     partition = scontrol_record("partition", job["Partition"]) if job.get("Partition") else {}

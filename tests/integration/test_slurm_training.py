@@ -268,6 +268,24 @@ def test_slurm_requeue_resumes_under_the_same_job(upstream, tmp_path):
         (job, 0, "signal 15"), (job, 1, "finished")]
 
 
+def test_a_cancel_partition_stops_the_run_once_before_any_submission(upstream, tmp_path):
+    """Issue 27 item 7: a partition that pre-empts by CANCEL (require_requeue 1, the profile's
+    default) would refuse every training job at its start, each submitted 1 + retries times
+    with only "FAILED" on the console. The submit host reads the partition first and stops the
+    run once, with the reason; nothing is submitted."""
+    work = _copy(upstream, tmp_path / "work")
+    state = tmp_path / "fake_slurm"
+    proc = subprocess.run(_slurm_run(work, state), cwd=work, capture_output=True, text=True,
+                          env=_env(FAKE_SLURM_DIR=str(state), FAKE_SLURM_PREEMPT_MODE="CANCEL"),
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "train_model: partition gpu pre-empts by PreemptMode=CANCEL" in out, out
+    assert "no training job was submitted" in out and "require_requeue: 0" in out
+    calls = (state / "calls.jsonl").read_text() if (state / "calls.jsonl").exists() else ""
+    assert '"sbatch"' not in calls
+
+
 def test_a_cancelled_preemption_waits_for_scontrol_requeue(upstream, tmp_path):
     """Issue 23, item 2, what the README tells a user who accepts a CANCEL partition
     (require_requeue=0): the pre-empted job ends PREEMPTED and Snakemake waits; `scontrol
