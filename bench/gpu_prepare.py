@@ -86,9 +86,10 @@ def mode_jobs(plan: Plan) -> dict[str, dict]:
 
 def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
     """The converged slice as stages of argv lists, each mirroring its rule's shell command
-    (workflow/rules/train.smk, decode.smk, score.smk): train the baseline; then DocT and its
-    control side by side; decode every system's test sets side by side; score."""
-    cfg, spm = plan.config, plan.results.train_bpe().model
+    (workflow/rules/train.smk, decode.smk, score.smk; the decode and score flags from the
+    plan, as the rules take them): train the baseline; then DocT and its control side by side;
+    decode every system's test sets side by side; score."""
+    spm = plan.results.train_bpe().model
 
     def train(job: str) -> list[str]:
         aux = plan.aux_shards(job)
@@ -99,26 +100,18 @@ def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
                 "--spm", spm, "--out-dir", plan.results.train_dir(job),
                 *(["--aux-shards", aux] if aux else [])]
 
-    d = cfg["decode"]
     decode = [[python, "-m", "pipeline_lib.evaluate.decode",
                "--checkpoint", plan.checkpoint(plan.systems[m][0]),
-               "--shards", f"{plan.results.make_shards(c)}/{d['shard_task']}/{s}", "--spm", spm,
+               "--shards", plan.decode_shards(m, c, s), "--spm", spm,
                "--output", hyps, "--manifest", plan.results.decode_test(m, c, s).manifest,
-               "--beam", str(d["beam"]), "--lenpen", str(d["lenpen"]),
-               "--max-len-a", str(d["max_len_a"]), "--max-len-b", str(d["max_len_b"]),
-               "--batch-size", str(d["batch_size"]), "--nbest", str(d["nbest"]),
-               *(["--greedy"] if d["greedy"] else []),
-               "--static", {None: "auto", True: "on", False: "off"}[d["static"]],
-               "--mode", d["mode"], "--unit", plan.systems[m][1]]
+               *plan.decode_flags(m)]
               for m, c, s, hyps in plan.hypotheses()]
     score = [python, "-m", "pipeline_lib.evaluate.score",
              *[a for c in plan.test_corpora for a in ("--refs", c, plan.results.ingest_corpus(c).docs)],
              *[a for m, c, s, p in plan.hypotheses() for a in ("--hyp", m, c, s, p)],
              "--baseline", plan.baseline,
              *[a for m, c in plan.controls.items() for a in ("--control", m, c)],
-             "--bootstrap-samples", str(cfg["score"]["bootstrap_samples"]),
-             "--significance-level", str(cfg["score"]["significance_level"]),
-             "--output", plan.results.score_test().scores]
+             *plan.score_flags(), "--output", plan.results.score_test().scores]
     baseline = plan.models[0]
     rest = [j for j in plan.jobs if j != baseline]
     return [[train(baseline)], [train(j) for j in rest], decode, [score]]

@@ -46,6 +46,29 @@ class Evaluation:
         return [(m, c, s, self.results.decode_test(m, c, s).hyps)
                 for m in self.systems for c in self.test_corpora for s in self.test_splits]
 
+    def decode_shards(self, system: str, corpus: str, split: str) -> str:
+        """The shard folder the decoder reads for one test set (``decode.shard_task``)."""
+        return f"{self.results.make_shards(corpus)}/{self.config['decode']['shard_task']}/{split}"
+
+    def decode_flags(self, system: str) -> list[str]:
+        """The decoder's search flags for ``system`` (config ``decode``, and the system's unit).
+        WHY one list: rule decode_test and bench/gpu_prepare.py must decode alike."""
+        d = self.config["decode"]
+        return ["--beam", str(d["beam"]), "--lenpen", str(d["lenpen"]),
+                "--max-len-a", str(d["max_len_a"]), "--max-len-b", str(d["max_len_b"]),
+                "--batch-size", str(d["batch_size"]), "--nbest", str(d["nbest"]),
+                *(["--greedy"] if d["greedy"] else []),
+                "--static", {None: "auto", True: "on", False: "off"}[d["static"]],
+                "--mode", d["mode"], "--unit", self.systems[system][1]]
+
+    def score_flags(self) -> list[str]:
+        """score_test's statistics flags (config ``score`` and the target language), for the
+        rule and bench/gpu_prepare.py alike."""
+        s = self.config["score"]
+        return [*(["--lowercase"] if s["lowercase"] else []), "--tgt-lang", self.config["tgt_lang"],
+                "--bootstrap-samples", str(s["bootstrap_samples"]),
+                "--significance-level", str(s["significance_level"])]
+
     def test_set_args(self) -> str:
         """``--refs CORPUS DOCS`` and ``--hyp SYSTEM CORPUS SPLIT PARQUET`` flags naming every
         test set, shell-quoted (score and discourse CLIs)."""

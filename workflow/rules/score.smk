@@ -3,6 +3,7 @@
 (the first of `models`) first."""
 
 import json
+import shlex
 
 from snakemake.exceptions import WorkflowError
 
@@ -33,18 +34,14 @@ rule score_test:
         controls=plan.control_args(),
         # several seeds: which system is which seed's run of which system (statistics across seeds)
         replicates=plan.replicate_args(),
-        lowercase="--lowercase" if config["score"]["lowercase"] else "",
-        tgt_lang=config["tgt_lang"],
-        samples=config["score"]["bootstrap_samples"],
-        level=config["score"]["significance_level"],
+        flags=shlex.join(plan.score_flags()),
         code=code_hash("evaluate.score"),
     conda:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --baseline {params.baseline:q}"
-        " {params.controls} {params.replicates} {params.lowercase} --tgt-lang {params.tgt_lang}"
-        " --bootstrap-samples {params.samples}"
-        " --significance-level {params.level} --output {output.scores:q} > {log:q} 2>&1"
+        " {params.controls} {params.replicates} {params.flags}"
+        " --output {output.scores:q} > {log:q} 2>&1"
 
 
 rule discourse_consistency:
