@@ -49,7 +49,7 @@ browser:
 	  || echo "chromium could not be installed: the report browser test will be skipped"
 
 test: corpus browser
-	$(PY) -m pytest -q -x -n 2 --dist loadgroup --durations=15 tests
+	$(PY) -m pytest -q -x -n 2 --durations=15 tests
 
 lint: install
 	$(VENV)/bin/snakemake --lint

@@ -18,22 +18,6 @@ sys.path.insert(0, str(ROOT))
 sys.path[1:1] = [str(d) for d in sorted((ROOT / "tests" / "unit").iterdir()) if d.is_dir()]
 
 
-@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `pytest -n 2 --dist loadgroup` (make test) every test of the tiny end-to-end run
-    goes to one worker, and so do the tests of a module that share a module-scoped fixture (a
-    pre-empted SLURM run, trained stanza models): each such fixture is then built once, not once
-    per worker."""
-    for item in items:
-        if "tiny_pipeline" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("tiny_pipeline"))
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        defs = info.name2fixturedefs.values() if info is not None else ()
-        if any(d and d[-1].scope == "module" for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return ROOT
