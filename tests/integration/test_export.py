@@ -157,6 +157,19 @@ def test_models_that_ctranslate2_cannot_run_are_refused(tmp_path, name, reason):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_transformer_with_language_tags_is_refused(tmp_path):
+    """Chen et al. (2021) Table 1 #4's Transformer reads a target-language tag before every
+    source sentence (extras.lang_tags); CTranslate2's TransformerSpec would translate without
+    it, so the export says why it refuses."""
+    cfg = ModelConfig.from_dict({**TINY, "vocab_size": 50, "extras": {"lang_tags": True}})
+    ckpt.save_checkpoint(tmp_path / "ck", build_model(cfg).state_dict(), cfg.to_dict())
+    result = _export(str(tmp_path / "ck"), "--output", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("export: transformer: not exportable to CTranslate2: "
+                                    "language tags (extras.lang_tags)"), result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_checkpoint_is_an_error(tmp_path):
     result = _export(str(tmp_path), "--output", str(tmp_path / "out"))
     assert result.returncode == 2 and "no checkpoint there" in result.stderr
