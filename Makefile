@@ -48,9 +48,9 @@ browser:
 	  && apt-get install -y -qq --no-install-recommends chromium; } \
 	  || echo "chromium could not be installed: the report browser test will be skipped"
 
-# Two pytest-xdist workers; --dist loadgroup (no test names a group) hands each test out as a
-# worker frees up: 24 min 11 s at 7faf70b, against 30 min 11 s at 935fef2 with the default
-# pre-chunked load distribution (2 cores, bench/RESULTS.md).
+# Two pytest-xdist workers; --dist loadgroup, where no test names a group, schedules each test as
+# a unit of its own: 24 min 11 s at 7faf70b, against 30 min 11 s at 935fef2 with the default
+# `load` distribution (2 cores, bench/RESULTS.md; why the two differ was not looked into).
 test: corpus browser
 	$(PY) -m pytest -q -x -n 2 --dist loadgroup --durations=15 tests
 
