@@ -1,7 +1,7 @@
 """CAMN: Jiang et al. (2019), "Document-level Neural Machine Translation with Inter-Sentence
 Attention" (arXiv:1910.14528 v1; later versions titled "... with Associated Memory Network"),
 Shu Jiang, Rui Wang, Zuchao Li, Masao Utiyama, Kehai Chen, Eiichiro Sumita, Hai Zhao, Bao-liang
-Lu. Section and equation numbers follow the v1 text in ../shared/papers (003_*.txt).
+Lu. Section and equation numbers follow the paper's v1 text.
 
 Context sentences are a *memory*: a context encoder (a GRU, Eq. 7, then multi-head
 self-attention, Eq. 6) encodes them, an *inter-sentence attention* lets every source word read
