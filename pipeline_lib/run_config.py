@@ -66,13 +66,10 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None)
     validate(config, str(SCHEMA))
     # Every job gets its model_settings entry, so the schema fills its defaults too (a job
     # without an entry is a one-step sentence-level run of the registry model of its name).
-    settings = config["model_settings"]
-    pending = list(config["models"])
-    while pending:
-        job = pending.pop()
-        if job not in settings:
-            settings[job] = {}
-        pending.extend([settings[job]["init_from"]] if settings[job].get("init_from") else [])
+    from pipeline_lib.plan.training import chain_jobs
+
+    for job in chain_jobs(config["models"], config["model_settings"]):
+        config["model_settings"].setdefault(job, {})
     validate(config, str(SCHEMA))
 
 

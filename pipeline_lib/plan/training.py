@@ -10,6 +10,7 @@ to ``jobs``, so the DAG trains it like any other. No I/O.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 import zlib
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,6 +21,21 @@ from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
 PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
 SEED_SUFFIX = "_seed"   # <job>_seed<N>: job <job> trained with seed N (config `seeds`)
 PLATEAU = "_plateau"    # a control's step label when its job stops on a plateau, not a budget
+
+
+def chain_jobs(models: list[str], settings: Mapping[str, Mapping]) -> list[str]:
+    """Every evaluated model and, after them, the jobs they start from (``init_from``,
+    followed transitively), each once: the jobs the config names (matched controls are derived
+    from these)."""
+    order: list[str] = []
+    pending = list(models)
+    while pending:
+        job = pending.pop(0)
+        if job not in order:
+            order.append(job)
+            if (settings.get(job) or {}).get("init_from"):
+                pending.append(settings[job]["init_from"])
+    return order
 
 
 def replica_name(job: str, seed: int) -> str:
@@ -63,16 +79,8 @@ class TrainingJobs:
 
     def _train_jobs(self) -> dict[str, TrainJob]:
         """Every evaluated model plus the jobs they start from (``init_from``), in order."""
-        settings = self.config["model_settings"]
-        order: list[str] = []
-        pending = list(self.config["models"])
-        while pending:
-            job = pending.pop(0)
-            if job not in order:
-                order.append(job)
-                if settings.get(job, {}).get("init_from"):
-                    pending.append(settings[job]["init_from"])
-        return {job: self._job(job) for job in order}
+        jobs = chain_jobs(self.config["models"], self.config["model_settings"])
+        return {job: self._job(job) for job in jobs}
 
     def _job(self, job: str) -> TrainJob:
         cfg = self.config

@@ -17,6 +17,7 @@ import pytest
 
 from pipeline_lib.config_files import load_yaml
 from pipeline_lib.plan import Plan
+from pipeline_lib.plan.training import chain_jobs
 from pipeline_lib.run_config import PRESET_DIR, load_config
 from pipeline_lib.presets import PAPER_DIR, paper_values
 
@@ -33,14 +34,7 @@ KINDS = ("derived:", "paper silent", "departure:")
 
 def _preset_jobs(config: dict) -> list[str]:
     """The preset's own jobs: its models and the jobs they start from (not matched controls)."""
-    settings, jobs, pending = config["model_settings"], [], list(config["models"])
-    while pending:
-        job = pending.pop(0)
-        if job not in jobs:
-            jobs.append(job)
-            if settings.get(job, {}).get("init_from"):
-                pending.append(settings[job]["init_from"])
-    return jobs
+    return chain_jobs(config["models"], config["model_settings"])
 
 
 def _header(preset: str) -> list[str]:
