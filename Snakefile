@@ -26,14 +26,16 @@ configfile: "config/config.yaml"
 # `--config preset=<name>` applies a paper's setup (config/presets/; command-line values still
 # win), then the config is validated against workflow/schemas/config.schema.yaml, which fills in
 # every default. A refused config is a WorkflowError: its message, not a Python stack.
-# `plan` (pipeline_lib/plan/) is all the rule files read.
+# `plan` (pipeline_lib/plan/) is all the rule files read; before the DAG is built it refuses a
+# missing LDC corpus (listing all of them) and a suite in another language pair than the models.
 try:
     check_files(workflow.configfiles)
     overrides, cli = command_line_config(config, workflow.config_settings)
     prepare_config(config, overrides, cli)
-except ConfigError as e:
+    plan = Plan(config)
+    plan.check_before_dag()
+except (ConfigError, ValueError) as e:
     raise WorkflowError(str(e)) from None
-plan = Plan(config)
 
 
 include: "workflow/rules/download.smk"

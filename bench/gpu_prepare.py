@@ -104,14 +104,12 @@ def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
                "--checkpoint", plan.checkpoint(plan.systems[m][0]),
                "--shards", plan.decode_shards(m, c, s), "--spm", spm,
                "--output", hyps, "--manifest", plan.results.decode_test(m, c, s).manifest,
-               *plan.decode_flags(m)]
+               "--options", plan.options("decode_test", model=m)]
               for m, c, s, hyps in plan.hypotheses()]
     score = [python, "-m", "pipeline_lib.evaluate.score",
              *[a for c in plan.test_corpora for a in ("--refs", c, plan.results.ingest_corpus(c).docs)],
              *[a for m, c, s, p in plan.hypotheses() for a in ("--hyp", m, c, s, p)],
-             "--baseline", plan.baseline,
-             *[a for m, c in plan.controls.items() for a in ("--control", m, c)],
-             *plan.score_flags(), "--output", plan.results.score_test().scores]
+             "--options", plan.options("score_test"), "--output", plan.results.score_test().scores]
     baseline = plan.models[0]
     rest = [j for j in plan.jobs if j != baseline]
     return [[train(baseline)], [train(j) for j in rest], decode, [score]]

@@ -37,6 +37,7 @@ from typing import Sequence
 import torch
 from tqdm import tqdm
 
+from pipeline_lib import stage_options
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import MANIFEST_FILE
@@ -286,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="document-level models: translate with the sub-document or alone")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
-    a = p.parse_args(argv)
+    a = stage_options.parse_args(p, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if a.threads:
         torch.set_num_threads(a.threads)

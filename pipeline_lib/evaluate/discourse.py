@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import pyarrow.parquet as pq
 
+from pipeline_lib import stage_options
+from pipeline_lib.stage_options import json_value
 from pipeline_lib.batch import DataMode
 from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID
 from pipeline_lib.evaluate.suites import (check_suite_directions, evaluate_suite, read_suite,
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("contrastive", help="accuracy of one checkpoint on the configured suites")
     c.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory")
-    c.add_argument("--suites", required=True,
+    c.add_argument("--suites", required=True, type=json_value,
                    help="JSON: suite name -> {format, path, [direction], [context_src, "
                         "context_tgt, context_size], [phenomenon]}")
     c.add_argument("--lang-pair", required=True, type=lang_pair, metavar="SRC-TGT",
@@ -274,12 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--stop-top-k", type=int, default=ConsistencyConfig.stop_top_k)
     k.add_argument("--min-chars", type=int, default=ConsistencyConfig.min_chars)
     k.add_argument("--output", required=True, type=Path)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     manifest = Manifest(stage=f"discourse_{args.command}")
     try:
         if args.command == "contrastive":
-            suites = json.loads(args.suites)
+            suites = args.suites
             check_suite_directions(suites, *args.lang_pair)
             manifest.params = {"suites": suites, "max_examples": args.max_examples,
                                "lang_pair": "-".join(args.lang_pair)}

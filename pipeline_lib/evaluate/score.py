@@ -62,6 +62,7 @@ import pyarrow.parquet as pq
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest, Result
 
+from pipeline_lib import stage_options
 from pipeline_lib.evaluate.meteor import Meteor
 from pipeline_lib.manifest import Manifest
 
@@ -441,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
     ap.add_argument("--output", required=True, type=Path, help="scores JSON")
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = ScoreConfig(args.lowercase, args.bootstrap_samples, args.significance_level)
     manifest = Manifest(stage="score_test", params={"baseline": args.baseline, **asdict(cfg),

@@ -22,7 +22,6 @@ logged and, run by Snakemake, shown on the console).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
@@ -31,6 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
 
+from pipeline_lib import stage_options
+from pipeline_lib.stage_options import json_value
 from pipeline_lib.atomic import scratch_dir
 from pipeline_lib.layout import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
                                  QUARANTINE_FILE)
@@ -190,27 +191,23 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True, help="corpus name (key of config `corpora`)")
-    ap.add_argument("--spec", required=True, help="the corpus's config entry as JSON")
+    ap.add_argument("--spec", required=True, type=json_value,
+                    help="the corpus's config entry as JSON")
     ap.add_argument("--max-line-chars", type=int, default=Limits.max_line_chars)
     ap.add_argument("--max-quarantined-share", type=float, default=Limits.max_quarantined_share,
                     help="config ingest.max_quarantined_share")
-    ap.add_argument("--hygiene", default="{}",
+    ap.add_argument("--hygiene", default="{}", type=json_value,
                     help="config section `hygiene` as JSON (the corpus's own `hygiene` entry in "
                          "--spec overrides it); default: the schema's defaults")
     ap.add_argument("--src-lang", help="config src_lang (hygiene's language check)")
     ap.add_argument("--tgt-lang", help="config tgt_lang")
     ap.add_argument("--out-dir", required=True, type=Path)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        spec, section = json.loads(args.spec), json.loads(args.hygiene)
-    except json.JSONDecodeError as e:
-        log.error("--spec or --hygiene is not JSON: %s", e)
-        return 2
     langs = (args.src_lang, args.tgt_lang) if args.src_lang and args.tgt_lang else None
     try:
-        ingest(args.corpus, spec, Limits(args.max_line_chars, args.max_quarantined_share),
-               args.out_dir, HygieneConfig.from_dicts(section), langs)
+        ingest(args.corpus, args.spec, Limits(args.max_line_chars, args.max_quarantined_share),
+               args.out_dir, HygieneConfig.from_dicts(args.hygiene), langs)
     except InputError as e:
         log.error("%s", e)
         return 2

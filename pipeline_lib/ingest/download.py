@@ -29,6 +29,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline_lib import stage_options
+from pipeline_lib.stage_options import json_value
 from pipeline_lib.fetch import CHUNK, DownloadError, UnsafeArchiveError, extract, fetch, is_archive
 from pipeline_lib.manifest import Manifest
 
@@ -262,11 +264,11 @@ def main(argv: list[str] | None = None) -> None:
     get.add_argument("--mirror", action="append", default=[], metavar="PREFIX=MIRROR",
                      help="fetch URLs starting with PREFIX from MIRROR instead")
     ldc = sub.add_parser("check-ldc", help="verify the local directories of licensed corpora")
-    ldc.add_argument("--dirs", required=True, help="JSON object: corpus id -> directory")
+    ldc.add_argument("--dirs", required=True, type=json_value, help="JSON object: corpus id -> directory")
     ldc.add_argument("--required", nargs="+", required=True)
     ldc.add_argument("--manifest", type=Path, help="write a manifest here when all are present")
     sub.add_parser("list", help="print the catalogue")
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     try:
         if args.cmd == "list":
             for e in CATALOGUE.values():
@@ -274,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
                 for s in e.sources:
                     print(f"{'':24}   {s.url}  sha256={s.sha256} md5={s.md5}")
         elif args.cmd == "check-ldc":
-            dirs = json.loads(args.dirs)
+            dirs = args.dirs
             check_ldc(dirs, args.required)
             if args.manifest:
                 m = Manifest(stage="check_ldc", params={"required": args.required})

@@ -69,6 +69,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline_lib import stage_options
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.layout import MANIFEST_FILE, PARSE_FILE, QUARANTINE_FILE
 from pipeline_lib.manifest import Manifest
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--src-shards", type=Path, nargs="*", default=[])
     m.add_argument("--tgt-shards", type=Path, nargs="*", default=[])
     m.add_argument("--out-dir", type=Path, required=True)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.cmd == "merge":
         merge({"src": args.src_shards, "tgt": args.tgt_shards}, args.out_dir)

@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline_lib import stage_options
+from pipeline_lib.stage_options import json_value
 from pipeline_lib.atomic import write_text
 from pipeline_lib.layout import MANIFEST_FILE, STANZA_MODEL_FILE
 from pipeline_lib.fetch import DownloadError, fetch
@@ -389,16 +391,16 @@ def provide(lang: str, cfg: StanzaConfig, shared_dir: Path, resources_dir: Path,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lang", required=True)
-    ap.add_argument("--spec", default="{}", help="the `stanza` config section as JSON")
+    ap.add_argument("--spec", default="{}", type=json_value, help="the `stanza` config section as JSON")
     ap.add_argument("--shared-dir", default="", help="folder with ud/<treebank>/ ('' = env "
                     "DOCMT_SHARED, else the repository's third_party/)")
     ap.add_argument("--resources-dir", type=Path, required=True, help="e.g. resources/stanza")
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cfg = StanzaConfig.from_dict(json.loads(args.spec))
-    manifest = Manifest(stage="stanza_models", params={"lang": args.lang, **json.loads(args.spec)})
+    cfg = StanzaConfig.from_dict(args.spec)
+    manifest = Manifest(stage="stanza_models", params={"lang": args.lang, **args.spec})
     try:
         desc = provide(args.lang, cfg, shared_dir(args.shared_dir), args.resources_dir,
                        args.threads)

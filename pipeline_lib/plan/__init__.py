@@ -7,7 +7,7 @@ is ordinary Python that deserves unit tests (tests/unit/test_plan.py runs it on 
 config and every preset), and rule files that share globals depend on their include order. The
 Snakefile builds one :class:`Plan` after validation and every rule file reads only it.
 
-The plan has four parts, one module each, each with one reason to change:
+The plan has five parts, one module each, each with one reason to change:
 
 * :class:`~pipeline_lib.plan.data.DataStages` (``data.py``): corpora, splits, BPE corpora,
   shards, test sets, parsing;
@@ -16,7 +16,9 @@ The plan has four parts, one module each, each with one reason to change:
 * :class:`~pipeline_lib.plan.evaluation.Evaluation` (``evaluation.py``): the systems decoded
   and scored, their test sets and suites;
 * :class:`~pipeline_lib.plan.targets.Targets` (``targets.py``): ``rule all``'s targets and the
-  report's inputs.
+  report's inputs;
+* :class:`~pipeline_lib.plan.options.StageOptions` (``options.py``): what each rule hands its
+  stage (one JSON, ``--options``), threads and cluster resources: rule files read no ``config``.
 
 WHY one object over the parts: the rule files read ``plan.<name>`` for all of them, so the DAG
 reads as one vocabulary; each part is a mixin over the shared ``config``, ``results`` and
@@ -33,12 +35,13 @@ from typing import Any
 
 from pipeline_lib.plan.data import DataStages
 from pipeline_lib.plan.evaluation import Evaluation
+from pipeline_lib.plan.options import StageOptions
 from pipeline_lib.plan.targets import Targets
 from pipeline_lib.plan.training import TrainingJobs
 from pipeline_lib.results import Results
 
 
-class Plan(DataStages, TrainingJobs, Evaluation, Targets):
+class Plan(DataStages, TrainingJobs, Evaluation, Targets, StageOptions):
     """Everything the rule files need to know about a validated config (module docstring)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """The evaluation part of the plan: the systems decoded and scored (each model, its sentence-level
 decoding where it has one, and every matched control), their test sets, the contrastive suites,
-and the flags that name them to the scoring and report stages. No I/O.
+and the flags that name the test sets to the scoring stages (their settings:
+:mod:`pipeline_lib.plan.options`). No I/O.
 """
 
 from __future__ import annotations
@@ -29,11 +30,6 @@ class Evaluation:
         """The matched control of an evaluated system (``<m>_sent`` shares ``m``'s)."""
         return self.controls.get(self.systems[system][0])
 
-    def control_args(self) -> str:
-        """``--control SYSTEM CONTROL`` flags for the significance tests against controls."""
-        return " ".join(f"--control {s} {c}" for s in self.systems
-                        if (c := self.control_of(s)) and c != s)
-
     @property
     def baseline(self) -> str:
         return self.models[0]
@@ -49,25 +45,6 @@ class Evaluation:
     def decode_shards(self, system: str, corpus: str, split: str) -> str:
         """The shard folder the decoder reads for one test set (``decode.shard_task``)."""
         return f"{self.results.make_shards(corpus)}/{self.config['decode']['shard_task']}/{split}"
-
-    def decode_flags(self, system: str) -> list[str]:
-        """The decoder's search flags for ``system`` (config ``decode``, and the system's unit).
-        WHY one list: rule decode_test and bench/gpu_prepare.py must decode alike."""
-        d = self.config["decode"]
-        return ["--beam", str(d["beam"]), "--lenpen", str(d["lenpen"]),
-                "--max-len-a", str(d["max_len_a"]), "--max-len-b", str(d["max_len_b"]),
-                "--batch-size", str(d["batch_size"]), "--nbest", str(d["nbest"]),
-                *(["--greedy"] if d["greedy"] else []),
-                "--static", {None: "auto", True: "on", False: "off"}[d["static"]],
-                "--mode", d["mode"], "--unit", self.systems[system][1]]
-
-    def score_flags(self) -> list[str]:
-        """score_test's statistics flags (config ``score`` and the target language), for the
-        rule and bench/gpu_prepare.py alike."""
-        s = self.config["score"]
-        return [*(["--lowercase"] if s["lowercase"] else []), "--tgt-lang", self.config["tgt_lang"],
-                "--bootstrap-samples", str(s["bootstrap_samples"]),
-                "--significance-level", str(s["significance_level"])]
 
     def test_set_args(self) -> str:
         """``--refs CORPUS DOCS`` and ``--hyp SYSTEM CORPUS SPLIT PARQUET`` flags naming every
@@ -96,11 +73,6 @@ class Evaluation:
             return None
         base, seed = self.replicas[job]
         return (base + system[len(job):], seed)
-
-    def replicate_args(self) -> str:
-        """``--replicate SYSTEM GROUP SEED`` flags (score and report: statistics across seeds)."""
-        return " ".join(f"--replicate {s} {r[0]} {r[1]}" for s in self.systems
-                        if (r := self.replica(s)))
 
     def model_code(self, system: str, *entry: str) -> str:
         """Code hash of a stage that runs an evaluated system's model (decoding, contrastive

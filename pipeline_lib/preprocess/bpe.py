@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import sentencepiece as spm
 
+from pipeline_lib import stage_options
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.layout import ENCODED_FILE, MANIFEST_FILE, QUARANTINE_FILE, SPM_PREFIX
 from pipeline_lib.tables import Split
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--parse-src", type=Path, default=None)
     e.add_argument("--parse-tgt", type=Path, default=None)
     e.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     needed = args.docs if args.cmd == "train" else [args.docs, args.model]
     for p in needed:

@@ -63,6 +63,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sentencepiece import sentencepiece_model_pb2
 
+from pipeline_lib import stage_options
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import stream_batches
 from pipeline_lib.layout import MANIFEST_FILE, RESTORE_FILE
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--gap-document-input", choices=GAP_DOCUMENT_INPUTS,
                     default=d.gap_document_input)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for p in (args.encoded, args.model):
         if not p.is_file():

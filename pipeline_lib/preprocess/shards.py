@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline_lib import stage_options
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
 from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="check shards against their indexes")
     v.add_argument("--shard-dir", type=Path, required=True)
     v.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.cmd == "make":
         for p in (args.encoded, args.restore):

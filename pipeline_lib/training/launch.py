@@ -47,6 +47,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pipeline_lib import stage_options
+
 DEFAULT_MODULE = "pipeline_lib.training.train"
 RDZV_PORT = 29500
 # sbatch flags every training job needs (rule train_model's slurm_extra): SIGTERM 120 s before
@@ -347,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                          "for good (PREEMPTED, not requeued); 0 = only warn")
     ap.add_argument("--module", default=DEFAULT_MODULE, help="python module to run")
     ap.add_argument("--print-only", action="store_true", help="print the command, do not run it")
-    args = ap.parse_args(own)
+    args = stage_options.parse_args(ap, own)
     env = dict(os.environ)
     job = scontrol_record("job", env["SLURM_JOB_ID"]) if env.get("SLURM_JOB_ID") else {}
     if job.get("Restarts", "").isdigit():   # the jobstep's srun does not pass it on

@@ -144,7 +144,7 @@ def test_matched_controls_have_the_same_updates_on_the_same_pairs(default):
     assert ctrl_fine.train["init_from"] == default.checkpoint(ctrl_pre.name, "best")
     # controls are trained, decoded and scored, and tested against their models
     assert set(c.values()) <= set(default.jobs) and set(c.values()) <= set(default.systems)
-    assert f"--control crosstask_sent {c['crosstask']}" in default.control_args()
+    assert ["crosstask_sent", c["crosstask"]] in json.loads(default.options("score_test"))["control"]
     assert default.control_of("crosstask_sent") == c["crosstask"]
 
 
@@ -297,8 +297,9 @@ def test_several_seeds_repeat_every_chain_and_control_per_seed():
     assert plan.systems["crosstask_seed2_sent"] == ("crosstask_seed2", "sentence")
     assert plan.replica("crosstask_seed2_sent") == ("crosstask_sent", 2)
     assert plan.replica(plan.controls["camn_seed1"]) == (single.controls["camn"], 1)
-    args = shlex.split(plan.replicate_args())
-    assert args.count("--replicate") == len(plan.systems) == 3 * len(single.systems)
+    replicates = json.loads(plan.options("score_test"))["replicate"]
+    assert len(replicates) == len(plan.systems) == 3 * len(single.systems)
+    assert ["crosstask_seed2_sent", "crosstask_sent", "2"] in replicates
     assert len(plan.hypotheses()) == 3 * len(single.hypotheses())
     # every seed's baseline chain goes first on 2 cores
     assert {plan.train_priority(f"{j}_seed{s}") for j in ("transformer", "doct")
@@ -312,7 +313,8 @@ def test_one_seed_keeps_the_names_and_the_default_none():
     assert list(plan.jobs) == list(default.jobs) and plan.systems == default.systems
     assert {j.train["seed"] for j in plan.jobs.values()} == {7}
     assert {j.train["seed"] for j in default.jobs.values()} == {1} and default.seeds == [1]
-    assert plan.replicate_args() == default.replicate_args() == ""
+    assert json.loads(plan.options("score_test"))["replicate"] == \
+        json.loads(default.options("score_test"))["replicate"] == []
 
 
 def test_controls_of_jobs_that_stop_on_a_plateau_stop_under_the_same_rule():

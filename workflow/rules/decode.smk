@@ -2,8 +2,6 @@
 systems come from plan.systems (a model decoded with its documents, and cross-task models a
 second time sentence by sentence as <model>_sent)."""
 
-import shlex
-
 
 rule decode_test:
     wildcard_constraints:
@@ -19,9 +17,10 @@ rule decode_test:
     benchmark:
         plan.results.benchmark("decode_test")
     params:
-        # the test set's shards inside input.shards, and the search flags (plan.decode_flags)
+        # the test set's shards inside input.shards, and the search settings
+        # (pipeline_lib.plan.options)
         shards=lambda wc: plan.decode_shards(wc.model, wc.corpus, wc.split),
-        flags=lambda wc: shlex.join(plan.decode_flags(wc.model)),
+        options=lambda wc: plan.options("decode_test", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.decode"),
     threads: 1  # small models: one thread each, several decodes side by side
     conda:
@@ -29,6 +28,6 @@ rule decode_test:
     shell:
         "python -m pipeline_lib.evaluate.decode --checkpoint {input.checkpoint:q}"
         " --shards {params.shards:q} --spm {input.spm:q}"
-        " --output {output.hyps:q} --manifest {output.manifest:q} {params.flags}"
+        " --output {output.hyps:q} --manifest {output.manifest:q} --options {params.options:q}"
         " --threads {threads}"
         " > {log:q} 2>&1"

@@ -1,23 +1,8 @@
 """Public corpora -> resources/corpora/<name>/ (pipeline_lib.ingest.download); licensed LDC corpora checked."""
 
-import json
 from pathlib import Path
 
 from pipeline_lib.codehash import code_hash
-
-DOWNLOADS = config["downloads"]
-
-if DOWNLOADS["ldc_required"]:
-    # Before the DAG is built: the LDC readers would otherwise fail on the first missing file
-    # alone, while a user wants the list of everything to obtain.
-    from snakemake.exceptions import WorkflowError
-
-    from pipeline_lib.ingest.download import DownloadError, check_ldc
-
-    try:
-        check_ldc(DOWNLOADS["ldc"], DOWNLOADS["ldc_required"])
-    except DownloadError as e:
-        raise WorkflowError(str(e)) from None
 
 
 wildcard_constraints:
@@ -37,16 +22,13 @@ rule download_corpus:
         plan.results.log("download_corpus"),
     params:
         resources=lambda w, output: Path(output.manifest).parents[2],
-        trust="--trust-first-download" if DOWNLOADS["trust_first_download"] else "",
-        retries=DOWNLOADS["retries"],
-        timeout=DOWNLOADS["timeout_s"],
+        options=plan.options("download_corpus"),
         code=code_hash("ingest.download"),
     conda:
         "../../envs/download.yaml"
     shell:
         "python -m pipeline_lib.ingest.download get --name {wildcards.download:q}"
-        " --resources {params.resources:q} {params.trust} --retries {params.retries}"
-        " --timeout-s {params.timeout} > {log:q} 2>&1"
+        " --resources {params.resources:q} --options {params.options:q} > {log:q} 2>&1"
 
 
 rule check_ldc:
@@ -55,11 +37,10 @@ rule check_ldc:
     log:
         plan.results.log("check_ldc"),
     params:
-        dirs=json.dumps(DOWNLOADS["ldc"], sort_keys=True),
-        required=" ".join(DOWNLOADS["ldc_required"]),
+        options=plan.options("check_ldc"),
         code=code_hash("ingest.download"),
     conda:
         "../../envs/download.yaml"
     shell:
-        "python -m pipeline_lib.ingest.download check-ldc --dirs {params.dirs:q}"
-        " --required {params.required} --manifest {output.manifest:q} > {log:q} 2>&1"
+        "python -m pipeline_lib.ingest.download check-ldc --options {params.options:q}"
+        " --manifest {output.manifest:q} > {log:q} 2>&1"

@@ -1,8 +1,6 @@
 """Stanza models per language, then dependency parses of both corpus sides in fixed shards
 (pipeline_lib.parse.stanza_models, pipeline_lib.parse.dependencies)."""
 
-import json
-
 from pipeline_lib.codehash import code_hash
 from pipeline_lib.plan.training import PARSE_PRIORITY
 
@@ -20,11 +18,10 @@ rule stanza_models:
     benchmark:
         plan.results.benchmark("stanza_models")
     params:
-        spec=json.dumps(config["stanza"], sort_keys=True),
-        # the configured folder ("" = env DOCMT_SHARED or the repository's third_party/,
-        # resolved by the job) and the content of its treebank files: never a path of the
-        # checkout, so a moved checkout does not retrain the parsers
-        shared=config["shared_dir"] or "",
+        # the stanza section and the configured shared folder (pipeline_lib.plan.options), and
+        # the content of its treebank files: never a path of the checkout, so a moved checkout
+        # does not retrain the parsers
+        options=plan.options("stanza_models"),
         treebanks=lambda wc: plan.treebank_digest(wc.lang),
         store=plan.results.stanza_store(),
         code=code_hash("parse.stanza_models"),
@@ -34,8 +31,8 @@ rule stanza_models:
     conda:
         "../../envs/parse.yaml"
     shell:
-        "python -m pipeline_lib.parse.stanza_models --lang {wildcards.lang:q} --spec {params.spec:q}"
-        " --shared-dir={params.shared:q} --resources-dir {params.store:q}"
+        "python -m pipeline_lib.parse.stanza_models --lang {wildcards.lang:q} --options {params.options:q}"
+        " --resources-dir {params.store:q}"
         " --out-dir $(dirname {output.model:q}) --threads {threads} > {log:q} 2>&1"
 
 
@@ -50,22 +47,16 @@ rule parse_shard:
     benchmark:
         plan.results.benchmark("parse_shard")
     params:
-        splits=" ".join(config["parse"]["splits"]),
-        cap=config["parse"]["max_sentences_per_split"] or 0,
-        num_shards=config["parse"]["shards"],
-        max_words=config["parse"]["max_words"],
-        batch_size=config["parse"]["batch_size"],
+        options=plan.options("parse_shard"),
         code=code_hash("parse.dependencies", "parse.stanza_models"),
-    threads: config["parse"]["threads"]
+    threads: plan.parse_threads
     priority: PARSE_PRIORITY
     conda:
         "../../envs/parse.yaml"
     shell:
         "python -m pipeline_lib.parse.dependencies shard --docs {input.docs:q}"
         " --side {wildcards.side} --model {input.model:q} --shard {wildcards.shard}"
-        " --num-shards {params.num_shards} --splits {params.splits}"
-        " --max-sentences-per-split {params.cap} --max-words {params.max_words}"
-        " --batch-size {params.batch_size} --threads {threads}"
+        " --options {params.options:q} --threads {threads}"
         " --out-dir $(dirname {output.parse:q}) > {log:q} 2>&1"
 
 

@@ -19,12 +19,7 @@ rule train_bpe:
     benchmark:
         plan.results.benchmark("train_bpe")
     params:
-        vocab_size=config["bpe"]["vocab_size"],
-        coverage=config["bpe"]["character_coverage"],
-        sentences=config["bpe"]["input_sentence_size"],
-        seed=config["bpe"]["seed"],
-        src_lang=config["src_lang"],
-        tgt_lang=config["tgt_lang"],
+        options=plan.options("train_bpe"),
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     threads: 1
     priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
@@ -33,10 +28,7 @@ rule train_bpe:
     shell:
         "python -m pipeline_lib.preprocess.bpe train --docs {input.docs:q}"
         " --out-dir $(dirname {output.model:q})"
-        " --src-lang {params.src_lang} --tgt-lang {params.tgt_lang}"
-        " --vocab-size {params.vocab_size} --character-coverage {params.coverage}"
-        " --input-sentence-size {params.sentences} --seed {params.seed}"
-        " --threads {threads} > {log:q} 2>&1"
+        " --options {params.options:q} --threads {threads} > {log:q} 2>&1"
 
 
 rule encode_bpe:
@@ -98,9 +90,7 @@ rule make_head_shards:
     benchmark:
         plan.results.benchmark("make_head_shards")
     params:
-        rows=config["shards"]["rows_per_shard"],
-        row_group=config["shards"]["row_group_rows"],
-        max_len=config["shards"]["max_len"],
+        options=plan.options("make_head_shards"),
         code=code_hash("preprocess.shards"),
     priority: PARSE_PRIORITY
     conda:
@@ -108,8 +98,7 @@ rule make_head_shards:
     shell:
         "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded:q} --tasks sent"
         " --require-heads"
-        " --out-dir {output.shards:q} --rows-per-shard {params.rows}"
-        " --row-group-rows {params.row_group} --max-len {params.max_len} > {log:q} 2>&1"
+        " --out-dir {output.shards:q} --options {params.options:q} > {log:q} 2>&1"
 
 
 rule noise_docs:
@@ -123,24 +112,14 @@ rule noise_docs:
     benchmark:
         plan.results.benchmark("noise_docs")
     params:
-        gap_ratio=config["noise"]["gap_ratio"],
-        mask_rate=config["noise"]["mask_rate"],
-        mask_token_prob=config["noise"]["mask_token_prob"],
-        random_token_prob=config["noise"]["random_token_prob"],
-        max_sentences=config["noise"]["max_sentences"],
-        seed=config["noise"]["seed"],
-        gap_input=config["noise"]["gap_document_input"],
+        options=plan.options("noise_docs"),
         code=code_hash("preprocess.noise"),
     priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
     conda:
         "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.noise --encoded {input.encoded:q} --model {input.model:q}"
-        " --out-dir $(dirname {output.restore:q}) --gap-ratio {params.gap_ratio}"
-        " --mask-rate {params.mask_rate} --mask-token-prob {params.mask_token_prob}"
-        " --random-token-prob {params.random_token_prob}"
-        " --max-sentences {params.max_sentences} --seed {params.seed}"
-        " --gap-document-input {params.gap_input} > {log:q} 2>&1"
+        " --out-dir $(dirname {output.restore:q}) --options {params.options:q} > {log:q} 2>&1"
 
 
 # The number of shards depends on the data: downstream rules list them through
@@ -156,17 +135,15 @@ checkpoint make_shards:
     benchmark:
         plan.results.benchmark("make_shards")
     params:
-        rows=config["shards"]["rows_per_shard"],
-        row_group=config["shards"]["row_group_rows"],
-        max_len=config["shards"]["max_len"],
+        options=plan.options("make_shards"),
         code=code_hash("preprocess.shards", "preprocess.bpe", "preprocess.noise"),
     priority: 10
     conda:
         "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded:q}"
-        " --restore {input.restore:q} --out-dir {output.shards:q} --rows-per-shard {params.rows}"
-        " --row-group-rows {params.row_group} --max-len {params.max_len} > {log:q} 2>&1"
+        " --restore {input.restore:q} --out-dir {output.shards:q} --options {params.options:q}"
+        " > {log:q} 2>&1"
 
 
 # Every shard and index file make_shards wrote (known once the checkpoint has run).

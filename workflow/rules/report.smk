@@ -1,8 +1,6 @@
 """The final report (pipeline_lib.evaluate.report): rebuilt whenever a score, curve, manifest or
 benchmark changes. It reads only the files named here (plan.report_inputs / plan.report_args)."""
 
-import json
-
 from pipeline_lib.codehash import code_hash
 
 OUT = plan.results.report()
@@ -28,16 +26,13 @@ rule report:
         contrastive=lambda w, input: " ".join(
             f"--contrastive {m} {p}" for m, p in zip(plan.models, input.contrastive)
         ),
-        suites=" ".join(plan.suites),
         files=plan.report_args(),
-        # the validated config (preset and command line applied): its hash is the run's
-        config=json.dumps(config, sort_keys=True),
-        title=config["report"]["title"],
+        # the title, suites and the validated config (its hash is the run's)
+        options=plan.options("report"),
         code=code_hash("evaluate.report.__main__"),
     conda:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.report --scores {input.scores:q}"
-        " --consistency {input.consistency:q} {params.contrastive} --suites {params.suites}"
-        " {params.files} --config-json {params.config:q}"
-        " --title {params.title:q} --out-dir $(dirname {output.html:q}) > {log:q} 2>&1"
+        " --consistency {input.consistency:q} {params.contrastive}"
+        " {params.files} --options {params.options:q} --out-dir $(dirname {output.html:q}) > {log:q} 2>&1"

@@ -2,20 +2,7 @@
 (pipeline_lib.evaluate.discourse); every decoded system of plan.systems is scored, the baseline
 (the first of `models`) first."""
 
-import json
-import shlex
-
-from snakemake.exceptions import WorkflowError
-
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.evaluate.suites import check_suite_directions
-
-# Before the DAG is built: a suite in another language pair than the models would be scored
-# without a word of warning (e.g. the En-Ru suites under a Zh-En preset).
-try:
-    check_suite_directions(plan.suites, config["src_lang"], config["tgt_lang"])
-except ValueError as e:
-    raise WorkflowError(str(e)) from None
 
 
 rule score_test:
@@ -30,17 +17,14 @@ rule score_test:
         plan.results.benchmark("score_test")
     params:
         args=plan.test_set_args(),
-        baseline=plan.baseline,
-        controls=plan.control_args(),
-        # several seeds: which system is which seed's run of which system (statistics across seeds)
-        replicates=plan.replicate_args(),
-        flags=shlex.join(plan.score_flags()),
+        # statistics, the baseline, matched controls and, with several seeds, which system is
+        # which seed's run (pipeline_lib.plan.options)
+        options=plan.options("score_test"),
         code=code_hash("evaluate.score"),
     conda:
         "../../envs/score.yaml"
     shell:
-        "python -m pipeline_lib.evaluate.score {params.args} --baseline {params.baseline:q}"
-        " {params.controls} {params.replicates} {params.flags}"
+        "python -m pipeline_lib.evaluate.score {params.args} --options {params.options:q}"
         " --output {output.scores:q} > {log:q} 2>&1"
 
 
@@ -56,14 +40,13 @@ rule discourse_consistency:
         plan.results.benchmark("discourse_consistency")
     params:
         args=plan.test_set_args(),
-        stop=config["score"]["consistency_stop_top_k"],
-        min_chars=config["score"]["consistency_min_chars"],
+        options=plan.options("discourse_consistency"),
         code=code_hash("evaluate.discourse"),
     conda:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.discourse consistency {params.args}"
-        " --stop-top-k {params.stop} --min-chars {params.min_chars}"
+        " --options {params.options:q}"
         " --output {output.consistency:q} > {log:q} 2>&1"
 
 
@@ -78,14 +61,11 @@ rule discourse_contrastive:
     benchmark:
         plan.results.benchmark("discourse_contrastive")
     params:
-        suites=json.dumps(plan.suites, sort_keys=True),
-        lang_pair=f"{config['src_lang']}-{config['tgt_lang']}",
-        max_examples=config["score"]["discourse_max_examples"],
+        options=lambda wc: plan.options("discourse_contrastive", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.discourse"),
     conda:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.discourse contrastive --checkpoint {input.checkpoint:q}"
-        " --suites {params.suites:q} --lang-pair {params.lang_pair}"
-        " --max-examples {params.max_examples}"
+        " --options {params.options:q}"
         " --output {output.contrastive:q} > {log:q} 2>&1"

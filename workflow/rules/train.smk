@@ -42,8 +42,8 @@ rule train_model:
         data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
         aux=lambda wc: plan.aux_flag(wc.model),
         out_dir=lambda wc: plan.results.train_dir(wc.model),
-        nodes=config["cluster"]["nodes"],
-        gpus=config["cluster"]["gpus_per_node"],
+        # the launcher's: nodes and GPUs per node (pipeline_lib.plan.options)
+        options=plan.options("train_model"),
         code=lambda wc: plan.train_code(wc.model),
     # The job's shape comes from config cluster alone (profiles/slurm adds partition, memory,
     # time): `nodes` and `gres` are snakemake-executor-plugin-slurm's sbatch --nodes and --gres,
@@ -53,18 +53,17 @@ rule train_model:
     # that a pre-emption would end for good (profiles/slurm may set 0; README "Running on SLURM").
     # Resources, not params: neither may rerun a finished job.
     resources:
-        nodes=config["cluster"]["nodes"],
+        **plan.train_resources(),
         # --signal=TERM@120 --open-mode=append (pipeline_lib.training.launch.TRAIN_SBATCH) here,
         # not in the profile, so a command-line --set-resources does not drop them; an own
         # slurm_extra for train_model must repeat them (refused otherwise)
         slurm_extra=TRAIN_SLURM_EXTRA,
-        gres=f"gpu:{config['cluster']['gpus_per_node']}" if config["cluster"]["gpus_per_node"] else "",
         attempt=lambda wc, attempt: attempt,
         require_requeue=1,
     # config cluster.train_threads (64: what Snakemake lowers to --cores); under SLURM the
     # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
     # The launcher shares them among the node's processes (OMP_NUM_THREADS).
-    threads: config["cluster"]["train_threads"]
+    threads: plan.train_threads
     # When cores are scarce the baseline's chain (baseline -> fine-tunes -> decoding, the
     # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
     # (cross-task and its controls): plan.train_priority.
@@ -90,7 +89,7 @@ rule train_model:
         "ln -sfn {wildcards.model}.attempts.log {log:q};"
         " exec python -m pipeline_lib.training.launch --attempt {resources.attempt}"
         " --require-requeue {resources.require_requeue}"
-        " --nodes {params.nodes} --gpus-per-node {params.gpus} --cpus {threads} --"
+        " --options {params.options:q} --cpus {threads} --"
         " --config-json {params.cfg:q} --shards {input.shards:q}/{params.data}/train"
         " --dev-shards {input.dev_shards:q}/{params.data}/dev {params.aux} --spm {input.spm:q}"
         " --out-dir {params.out_dir:q} >> {log:q} 2>&1"

@@ -9,6 +9,7 @@ import json
 import logging
 from pathlib import Path
 
+from pipeline_lib import stage_options
 from pipeline_lib.atomic import write_text
 from pipeline_lib.evaluate import report
 from pipeline_lib.evaluate.report.chains import job_roles, start_updates
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the validated config as JSON (hashed, written beside the report)")
     ap.add_argument("--title", default="Document-level NMT: results")
     ap.add_argument("--out-dir", required=True, type=Path)
-    args = ap.parse_args(argv)
+    args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     manifest = Manifest(stage="report", params={"systems": dict(args.system),
                                                 "suites": args.suites})
