@@ -26,16 +26,14 @@ configfile: "config/config.yaml"
 # `--config preset=<name>` applies a paper's setup (config/presets/; command-line values still
 # win), then the config is validated against workflow/schemas/config.schema.yaml, which fills in
 # every default. A refused config is a WorkflowError: its message, not a Python stack.
-# `plan` (pipeline_lib/plan/) is all the rule files read; before the DAG is built it refuses a
-# missing LDC corpus (listing all of them) and a suite in another language pair than the models.
+# `plan` (pipeline_lib/plan/) is all the rule files read.
 try:
     check_files(workflow.configfiles)
     overrides, cli = command_line_config(config, workflow.config_settings)
     prepare_config(config, overrides, cli)
-    plan = Plan(config)
-    plan.check_before_dag()
-except (ConfigError, ValueError) as e:
+except ConfigError as e:
     raise WorkflowError(str(e)) from None
+plan = Plan(config)
 
 
 include: "workflow/rules/download.smk"
@@ -48,12 +46,14 @@ include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
 
 
-# Under SLURM, a partition that would end every training job at its start (pre-emption by CANCEL,
-# pipeline_lib.training.launch.submit_problem) stops the run once, before any submission.
+# Under SLURM, what would end every training job at its start (a partition that pre-empts by
+# CANCEL, --no-requeue: pipeline_lib.training.launch.submit_problem) stops the run once, before
+# any submission.
 onstart:
     if (workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm"
             and any(j.rule.name == "train_model" for j in workflow.dag.needrun_jobs())):
-        problem = submit_problem(workflow.resource_settings.overwrite_resources)
+        problem = submit_problem(workflow.resource_settings.overwrite_resources,
+                                 bool(getattr(workflow.executor_settings, "no_requeue", False)))
         if problem:
             raise WorkflowError(problem)
 

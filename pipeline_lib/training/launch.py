@@ -283,18 +283,30 @@ def _typed(resource: object) -> str | None:
     return None if raw is None else str(raw).strip("'\"")
 
 
-def submit_problem(overrides: Mapping[str, Mapping]) -> str | None:
+def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -> str | None:
     """Before anything is submitted (the Snakefile's ``onstart`` under the SLURM executor): why
     every training job would be refused at its start (:func:`check_requeue`), read from
-    train_model's partition in ``overrides`` (Snakemake's set-resources), or None.
+    train_model's entry in ``overrides`` (Snakemake's set-resources: its slurm_extra and
+    partition) and the executor's ``no_requeue`` setting (profile ``slurm-no-requeue``), or None.
 
     WHY before: each refused job is submitted 1 + retries times and shows only "FAILED" on the
-    console; a partition that pre-empts by CANCEL is known on the submit host, so the run stops
-    once, with the reason. None where train_model names no partition, scontrol shows no record
-    of it, or ``require_requeue`` is 0 (the site accepted the wait)."""
+    console; a job sent with ``--no-requeue``, or to a partition that pre-empts by CANCEL, is
+    known on the submit host, so the run stops once, with the reason. None where
+    ``require_requeue`` is 0 (the site accepted the wait), or where nothing says so (no
+    partition named, or scontrol shows no record of it)."""
     train = overrides.get("train_model") or {}
+    if _typed(train.get("require_requeue")) == "0":
+        return None
+    if no_requeue or "--no-requeue" in (_typed(train.get("slurm_extra")) or "").split():
+        where = ("slurm-no-requeue in the profile" if no_requeue
+                 else "--no-requeue in train_model's slurm_extra")
+        return (f"train_model would be submitted with Requeue=0 ({where}): a pre-emption would "
+                "end it PREEMPTED, which snakemake-executor-plugin-slurm polls for ever, and its "
+                "launcher refuses such a job at its start, so no training job was submitted. "
+                "Drop the setting, or accept the wait with `require_requeue: 0` for train_model "
+                "in profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
     partition = _typed(train.get("slurm_partition"))
-    if not partition or _typed(train.get("require_requeue")) == "0":
+    if not partition:
         return None
     record = scontrol_record("partition", partition)
     problem = preemption_problem({}, record) if record else None

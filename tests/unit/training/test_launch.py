@@ -177,6 +177,19 @@ def test_train_slurm_extra_is_the_rules_unless_given_and_then_must_keep_the_sign
         train_slurm_extra({"train_model": {"require_requeue": 0, "slurm_extra": "--qos=x"}})
 
 
+def test_a_training_job_sent_with_no_requeue_stops_the_run_before_submission():
+    """Issue 27 item 7: a job the launcher would refuse at its start (Requeue=0) is refused
+    once, with the reason, not submitted 1 + retries times; require_requeue 0 accepts it."""
+    from pipeline_lib.training.launch import submit_problem
+
+    extra = "'--signal=TERM@120 --open-mode=append --no-requeue'"
+    problem = submit_problem({"train_model": {"slurm_extra": extra}})
+    assert problem and "--no-requeue in train_model's slurm_extra" in problem
+    assert "slurm-no-requeue in the profile" in submit_problem({}, no_requeue=True)
+    assert submit_problem({"train_model": {"slurm_extra": extra, "require_requeue": 0}}) is None
+    assert submit_problem({}) is None   # no partition named, nothing known to refuse
+
+
 def test_train_slurm_extra_reads_snakemakes_parsed_resources():
     """Snakemake parses set-resources into Resource objects, and a rule's entry without
     slurm_extra answers get() with an empty Resource (raw None): the profile's own block (no
