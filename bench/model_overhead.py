@@ -66,7 +66,7 @@ from pipeline_lib.models import MODELS, ModelConfig, build_model
 from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, Phase, SpecialIds
 from pipeline_lib.models.search import BeamConfig
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
-from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze
+from pipeline_lib.training.two_step import SENTENCE_LEVEL, apply_freeze
 
 BASELINE = "transformer"
 SPECIAL = SpecialIds(sent_break=4, src_tag=5, tgt_tag=6)   # stand-ins: no sentencepiece model

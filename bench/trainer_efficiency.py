@@ -56,7 +56,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from train_throughput import Updater  # noqa: E402
 
 from pipeline_lib.batch import Batch  # noqa: E402
-from pipeline_lib.training.train import TrainConfig, Trainer  # noqa: E402
+from pipeline_lib.training.train_config import TrainConfig  # noqa: E402
+from pipeline_lib.training.train import Trainer  # noqa: E402
 from pipeline_lib.vocab import PAD_ID  # noqa: E402
 
 MODES = ["sentence", "heads", "context", "stream", "document", "restore"]

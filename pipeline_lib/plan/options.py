@@ -39,36 +39,17 @@ class StageOptions:
         c = self.config["cluster"]
         return {"nodes": c["nodes"], "gres": f"gpu:{c['gpus_per_node']}" if c["gpus_per_node"] else ""}
 
-    def ingest_inputs(self, corpus: str) -> list[str]:
-        """The raw files (or the download manifest) corpus ``corpus``'s ingestion reads."""
-        from pipeline_lib.ingest import rule_inputs
-
-        return rule_inputs(self.config["corpora"][corpus], self.results)
-
-    def ingest_code(self, corpus: str) -> str:
-        from pipeline_lib.codehash import code_hash
-        from pipeline_lib.ingest import code_modules
-
-        return code_hash(*code_modules(self.config["corpora"][corpus]))
+    def corpus_spec(self, corpus: str) -> dict[str, Any]:
+        """Corpus ``corpus``'s config entry (what its reader, inputs and code hash follow)."""
+        return self.config["corpora"][corpus]
 
     @property
     def downloads(self) -> dict[str, Any]:
         return self.config["downloads"]
 
-    def check_before_dag(self) -> None:
-        """Refuse, before the DAG is built, what would fail only deep in a run: a missing LDC
-        corpus (every missing one listed, not the first reader's file), and a contrastive suite
-        in another language pair than the models (it would be scored without a warning).
-        Raises ValueError."""
-        from pipeline_lib.evaluate.suites import check_suite_directions
-        from pipeline_lib.ingest.download import DownloadError, check_ldc
-
-        if self.downloads["ldc_required"]:
-            try:
-                check_ldc(self.downloads["ldc"], self.downloads["ldc_required"])
-            except DownloadError as e:
-                raise ValueError(str(e)) from None
-        check_suite_directions(self.suites, self.config["src_lang"], self.config["tgt_lang"])
+    @property
+    def lang_pair(self) -> tuple[str, str]:
+        return self.config["src_lang"], self.config["tgt_lang"]
 
 
 def _ingest_corpus(plan: Any, corpus: str) -> Options:
@@ -158,7 +139,7 @@ def _discourse_consistency(plan: Any) -> Options:
 
 def _discourse_contrastive(plan: Any, model: str) -> Options:
     return {"suites": plan.suites, "max_examples": plan.config["score"]["discourse_max_examples"],
-            "lang_pair": f"{plan.config['src_lang']}-{plan.config['tgt_lang']}"}
+            "lang_pair": "-".join(plan.lang_pair)}
 
 
 def _report(plan: Any) -> Options:

@@ -42,6 +42,18 @@ def step_seed(seed: int, step: int, rank: int = 0) -> int:
     return _splitmix64(_splitmix64(_splitmix64(seed & _MASK64) ^ step) ^ rank) >> 1
 
 
+def seed_all(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators at the start of a run (initial weights,
+    shuffles); each update's dropout is seeded again by :func:`seed_step`."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def seed_step(seed: int, step: int, device: torch.device, rank: int = 0) -> None:
     """Seed the generator dropout draws from on ``device`` for update ``step``. WHY not
     ``torch.manual_seed``: it also visits every other backend, 0.5 ms an update on our CPU

@@ -32,186 +32,49 @@ manifest keep every attempt's time.
 Multi-GPU: ``torchrun --nproc-per-node N -m pipeline_lib.training.train ...`` (NCCL on CUDA,
 gloo on CPU).
 
-The loop reads in one screen: :class:`Trainer` sets up (model, optimiser, data), resumes, runs
+The loop reads in one screen: :class:`Trainer` sets up (model, optimiser, data: run_setup.py),
+resumes (run_setup.resume_run, state.py), runs
 :meth:`Trainer.step` until the stop rule ends it (stopping.py: a plateau of the dev metric, or
 ``max_steps``), validating and saving on schedule, and finishes; the manifest says why it
 stopped (``stop``) and what besides code, config and data decided its weights (``determinism``,
-reproducibility.py).
+reproducibility.py; run_summary.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
-import math
-import os
-import random
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
 from tqdm import tqdm
 
 from pipeline_lib.batch import Batch
-from pipeline_lib.codehash import code_hash
 from pipeline_lib.batch import DataMode
-from pipeline_lib.layout import (ATTEMPTS_FILE, CHECKPOINT_DIR, CKPT_LAST, MANIFEST_FILE,
-                                 METRICS_FILE)
+from pipeline_lib.layout import (CKPT_LAST, MANIFEST_FILE)
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib import checkpoint as ckpt
-from pipeline_lib.training.data import DataPosition, LoaderConfig, dev_batches
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
 from pipeline_lib.training.validation import dev_bleu, dev_loss
-from pipeline_lib.training.metrics import TB_DIR, MetricsLog, Window
+from pipeline_lib.training.metrics import MetricsLog, Window
 from pipeline_lib.training.phases import PhaseClock
 from pipeline_lib.training.run_checkpoints import RunCheckpoints
-from pipeline_lib.training.streams import Streams
-from pipeline_lib.training.update import SUPERVISION, Updater
-from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog, attempt_identity,
-                                          clear_run, decide, run_changes)
-from pipeline_lib.training.reproducibility import determinants
-from pipeline_lib.training.stopping import StopMetric, StopReason, StopRule, judge
+from pipeline_lib.training.run_setup import model_config, open_data, resume_run, start_attempt
+from pipeline_lib.training.state import TrainerState
+from pipeline_lib.training.train_config import RESUMABLE_CHANGES, TrainConfig, run_record
+from pipeline_lib.training.two_step import apply_freeze, init_from_checkpoint
+from pipeline_lib.training.run_summary import summarise
+from pipeline_lib.training.update import Tally, Updater
+from pipeline_lib.training.reproducibility import seed_all
+from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog)
+from pipeline_lib.training.stopping import StopMetric, StopReason, judge
 
-SENTENCE_LEVEL = "@sentence_level"   # train.freeze token: the model's sentence_level_prefixes()
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The ``train:`` section of config.yaml (the schema describes each key; defaults agree with
-    it and fit the CPU default run, config.yaml's comment gives the papers' values)."""
-
-    max_tokens: int = 4096
-    max_context_tokens: int | None = None
-    update_freq: int = 1
-    max_steps: int = 500
-    warmup: int = 200
-    lr: float = 1e-3
-    clip_norm: float = 0.0
-    label_smoothing: float = 0.1
-    seed: int = 1
-    validate_every: int = 250
-    save_every: int = 250
-    log_every: int = 25
-    keep_last: int = 3
-    average_last_k: int = 0
-    patience: int = 0
-    min_delta: float = 0.0
-    stop_metric: str = "loss"
-    compile: bool = False                # off until a GPU measures it (compiled.py)
-    phase_times: bool = False            # time each phase, synchronising the device (phases.py)
-    num_workers: int = 2
-    device: str = "auto"
-    buffer_sents: int = 20000
-    pad_multiple: int | None = None      # None: 8 on CUDA, 1 on CPU
-    dev_bleu: bool = True
-    init_from: str | None = None
-    freeze: tuple[str, ...] = ()
-    aux_ratio: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.aux_ratio <= 1.0:
-            raise ValueError(f"train.aux_ratio={self.aux_ratio} must lie in [0, 1]")
-        self.stop_rule()   # refuses a bad rule before anything is built
-
-    def stop_rule(self) -> StopRule:
-        """When the run stops (stopping.py): dev ``stop_metric``, ``patience``, ``min_delta``,
-        ``max_steps``."""
-        try:
-            metric = StopMetric(self.stop_metric)
-        except ValueError:
-            raise ValueError(f"train.stop_metric={self.stop_metric!r}: one of "
-                             f"{[m.value for m in StopMetric]}") from None
-        return StopRule(metric, self.patience, self.min_delta, self.max_steps)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown train config keys: {sorted(unknown)}")
-        d = dict(d)
-        if "freeze" in d:
-            d["freeze"] = tuple(d["freeze"] or ())
-        return cls(**d)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["freeze"] = list(self.freeze)
-        return d
-
-
-
-# ----------------------------------------------------------------------------- model set-up
-
-
-def apply_freeze(model: torch.nn.Module, patterns: tuple[str, ...]) -> list[str]:
-    """Freeze parameters whose name matches any fnmatch pattern (``encoder.*``); return them.
-
-    Two-step document-level training freezes the sentence-level parameters theta_s and trains
-    only the context modules; the pattern ``@sentence_level`` stands for the model's
-    ``sentence_level_prefixes()`` (exactly theta_s)."""
-    expanded: list[str] = []
-    for pat in patterns:
-        if pat == SENTENCE_LEVEL:
-            if not hasattr(model, "sentence_level_prefixes"):
-                raise ValueError(f"train.freeze {SENTENCE_LEVEL}: {type(model).__name__} has no "
-                                 "sentence_level_prefixes()")
-            expanded.extend(model.sentence_level_prefixes())
-        else:
-            expanded.append(pat)
-    patterns = tuple(expanded)
-    frozen = []
-    for name, p in model.named_parameters():
-        if any(fnmatch.fnmatchcase(name, pat) for pat in patterns):
-            p.requires_grad_(False)
-            frozen.append(name)
-    if patterns and not frozen:
-        raise ValueError(f"train.freeze patterns {list(patterns)} match no parameter")
-    return frozen
-
-
-def init_from_checkpoint(model: torch.nn.Module, path: str | Path) -> dict[str, list[str]]:
-    """Load a (sentence-level) checkpoint's weights into a new model, non-strictly: new modules
-    keep their initialisation. Returns the missing/unexpected keys so the log shows them."""
-    resolved = ckpt.resolve_checkpoint(path)
-    if resolved is None:
-        raise FileNotFoundError(f"train.init_from: no checkpoint at {path}")
-    res = model.load_state_dict(ckpt.load_state(resolved), strict=False)
-    return {"missing": list(res.missing_keys), "unexpected": list(res.unexpected_keys)}
-
-
-#: Train keys that may change between a run and its resumption (a longer run, other logging).
-RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log_every",
-                               "keep_last", "average_last_k", "patience", "min_delta",
-                               "dev_bleu", "device", "compile", "num_workers", "pad_multiple",
-                               "phase_times"})
-
-
-def run_record(tcfg: TrainConfig, model: str,
-               inputs: dict[str, str] | None = None) -> dict[str, Any]:
-    """The train config as saved in checkpoints, with the hash of the code that decides what a
-    training step of registry model ``model`` computes (the trainer and the module that defines
-    the model, not the other models' modules) and the checksums of the inputs (role -> sha256):
-    what makes a run the same run (resume.py)."""
-    from pipeline_lib.models.registry import MODELS
-
-    module = MODELS[model].__module__.split(".", 1)
-    own = [module[1]] if module[0] == "pipeline_lib" else []   # a test's model has none here
-    return {**tcfg.to_dict(), "code_hash": code_hash("training.train", *own),
-            "inputs": dict(inputs or {})}
-
-
-#: What an earlier run left in the job's folder; a run from scratch deletes it (resume.clear_run).
-RUN_FILES = (CHECKPOINT_DIR, METRICS_FILE, TB_DIR, ATTEMPTS_FILE, MANIFEST_FILE)
 
 
 class StopFlag:
@@ -224,56 +87,6 @@ class StopFlag:
 
     def _handle(self, signum, frame) -> None:
         self.signum = signum
-
-
-@dataclass
-class TrainerState:
-    """What, besides weights, a resumed run needs to continue exactly."""
-
-    step: int = 0
-    position: DataPosition = field(default_factory=DataPosition)
-    #: best dev value of the stop metric so far and its update (the weights in
-    #: ``checkpoints/best`` and ``best-kept``); kept across a resume
-    best_dev: float = math.inf
-    best_step: int | None = None
-    #: patience counter and the dev value at its last restart (stopping.judge)
-    bad_evals: int = 0
-    reference: float = math.inf
-    tokens: int = 0
-    #: the run ended (max_steps or early stop): a later start trains from scratch (resume.py)
-    finished: bool = False
-    aux_position: DataPosition = field(default_factory=DataPosition)
-    #: parse supervision seen (models with ``inputs.heads``): tokens with a gold head / tokens
-    supervision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUPERVISION, 0))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "position": self.position.to_dict(),
-                "aux_position": self.aux_position.to_dict(), "best_dev": self.best_dev,
-                "best_step": self.best_step, "bad_evals": self.bad_evals,
-                "reference": self.reference, "tokens": self.tokens,
-                "supervision": dict(self.supervision), "finished": self.finished}
-
-    @classmethod
-    def from_dict(cls, ts: dict[str, Any]) -> "TrainerState":
-        return cls(step=ts["step"], position=DataPosition.from_dict(ts["position"]),
-                   best_dev=ts["best_dev"], best_step=ts.get("best_step"),
-                   bad_evals=ts["bad_evals"], reference=ts.get("reference", ts["best_dev"]),
-                   tokens=ts["tokens"],
-                   aux_position=DataPosition.from_dict(ts.get("aux_position",
-                                                              {"epoch": 0, "batches": 0})),
-                   supervision={**dict.fromkeys(SUPERVISION, 0), **ts.get("supervision", {})},
-                   finished=ts.get("finished", False))
-
-
-def _model_config(d: dict[str, Any], spm_path: str | Path):
-    from pipeline_lib.models.config import ModelConfig
-
-    d = dict(d)
-    if not d.get("vocab_size"):
-        import sentencepiece as spm
-
-        d["vocab_size"] = spm.SentencePieceProcessor(model_file=str(spm_path)).get_piece_size()
-    return ModelConfig.from_dict(d)
 
 
 class Trainer:
@@ -289,9 +102,7 @@ class Trainer:
             raise ValueError(f"train.aux_ratio={tcfg.aux_ratio} needs --aux-shards")
         self.tcfg, self.spm_path, self.out_dir = tcfg, spm_path, Path(out_dir)
         self.info, self.device = init_distributed(tcfg.device)
-        random.seed(tcfg.seed)
-        np.random.seed(tcfg.seed)
-        torch.manual_seed(tcfg.seed)
+        seed_all(tcfg.seed)
         self.stop = StopFlag()
         self.manifest = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
                                                               "model": model_dict})
@@ -301,7 +112,7 @@ class Trainer:
             for p in roles.values():
                 if p is not None:
                     self.manifest.add_input(p)
-        self.mcfg = _model_config(model_dict, spm_path)
+        self.mcfg = model_config(model_dict, spm_path)
         self.record = run_record(tcfg, self.mcfg.name,
                                  {role: self.manifest.inputs[str(p)] for role, p in
                                   roles.items() if str(p) in self.manifest.inputs})
@@ -316,7 +127,9 @@ class Trainer:
                              "use loss or nll")
         self.state = TrainerState(best_dev=self.rule.worst, reference=self.rule.worst)
         self.attempts = AttemptLog(self.out_dir, self.info.is_main)
-        self.last, self.last_state = self._start(attempt)
+        self.last, self.last_state = start_attempt(
+            self.ckpts, self.mcfg.to_dict(), self.record, RESUMABLE_CHANGES, self.attempts,
+            self.info, attempt, self.out_dir, self._log)
         self.init_keys = None
         if tcfg.init_from and self.last is None:
             self.init_keys = init_from_checkpoint(self.model, tcfg.init_from)
@@ -324,7 +137,8 @@ class Trainer:
                       f"unexpected={self.init_keys['unexpected']}")
         self.frozen = apply_freeze(self.model, tcfg.freeze)
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self._data(shards, dev_shards, aux_shards)
+        self.streams, self.dev = open_data(tcfg, self.mcfg.max_len, self.inputs, self.info,
+                                           self.device, shards, dev_shards, aux_shards, self._log)
         self.phases = PhaseClock(self.device, tcfg.phase_times)
         self.updater = Updater(self.model, self.trainable, tcfg, self.info, self.device,
                                self.inputs, self.phases, unused_parameters=(
@@ -336,72 +150,6 @@ class Trainer:
         if self.info.is_main:
             print(message, file=sys.stderr, flush=True)
 
-    def _start(self, attempt: int) -> tuple[Path | None, dict[str, Any] | None]:
-        """``checkpoints/last`` (and, on the main process, its trainer state) when this start
-        continues its run; else the earlier run's files are deleted (resume.decide says when).
-        The main process decides, the others follow."""
-        state, resume = None, 0.0
-        if self.info.is_main:
-            self.ckpts.sweep()
-            last = self.ckpts.last()
-            changes = [] if last is None else run_changes(
-                ckpt.read_config(last), self.mcfg.to_dict(), self.record, RESUMABLE_CHANGES)
-            if last is not None and not changes:
-                state = ckpt.load_trainer_state(last)
-            step = state["step"] if state else 0
-            decision = decide(last, changes, bool(state and state.get("finished")), step)
-            self._log(f"attempt {attempt}: {decision.reason}")
-            if not decision.resume:
-                clear_run(self.out_dir, RUN_FILES)
-                state, step = None, 0
-            self.attempts.start(attempt_identity(attempt, os.environ), step, decision.resume)
-            resume = float(decision.resume)
-        resumed = all_reduce_float(resume, self.info, "max") > 0
-        barrier(self.info)   # the main process has cleared an earlier run
-        return (self.ckpts.last(), state) if resumed else (None, None)
-
-    def _data(self, shards, dev_shards, aux_shards) -> None:
-        """The data streams (streams.py) and the dev batches, as the model's inputs say."""
-        tcfg, info, cuda = self.tcfg, self.info, self.device.type == "cuda"
-        # Lengths rounded up to a multiple of 8 on CUDA: fewer distinct shapes (first-sight costs,
-        # compiled graphs); on a CPU the extra padding is only extra work.
-        pad = tcfg.pad_multiple or (8 if cuda else 1)
-        lcfg = LoaderConfig(max_tokens=tcfg.max_tokens, max_context_tokens=tcfg.max_context_tokens,
-                            seed=tcfg.seed,
-                            buffer_sents=tcfg.buffer_sents, max_len=self.mcfg.max_len,
-                            num_workers=tcfg.num_workers, inputs=self.inputs,
-                            pin_memory=cuda, pad_multiple=pad)
-        self.streams = Streams(shards, aux_shards, lcfg, self.inputs, info, tcfg.aux_ratio)
-        self.dev = (dev_batches(dev_shards, tcfg.max_tokens, self.mcfg.max_len, self.inputs,
-                                tcfg.seed, tcfg.max_context_tokens, pad) if info.is_main else [])
-        if tcfg.dev_bleu and self.inputs.dev_bleu_skip:
-            self._log(f"dev BLEU skipped: {self.inputs.dev_bleu_skip}")
-
-    # --- resume -----------------------------------------------------------------------------
-    def resume(self) -> None:
-        """Weights, optimiser, schedule, RNG and data position of ``checkpoints/last``."""
-        if self.last is None:
-            return
-        self.model.load_state_dict(ckpt.load_state(self.last, self.device))
-        ts = self.last_state or ckpt.load_trainer_state(self.last)
-        self.last_state = None
-        self.updater.optimizer.load_state_dict(ts["optimizer"])
-        self.updater.scheduler.load_state_dict(ts["scheduler"])
-        self.state = TrainerState.from_dict(ts)
-        self._restore_best()
-        ckpt.set_rng_state(ts["rng"][min(self.info.rank, len(ts["rng"]) - 1)])
-        self._log(f"resumed from {self.last} at step {self.state.step}, data {self.state.position}")
-
-    def _restore_best(self) -> None:
-        """``checkpoints/best`` again from ``best-kept`` (Snakemake deleted it before this retry),
-        so the run keeps its best over all attempts. Only when ``best-kept`` holds the state's
-        ``best_step`` (a SIGKILL after a new best and before the next save leaves a newer one);
-        otherwise the best value is forgotten and the next validation chooses ``best`` anew."""
-        st = self.state
-        if self.info.is_main and st.best_step is not None and \
-                not self.ckpts.restore_best(st.best_step):
-            st.best_dev, st.best_step = self.rule.worst, None
-
     # --- one update -------------------------------------------------------------------------
     def next_batch(self, aux: bool) -> Batch:
         """Next micro-batch of the main (or aux) stream (streams.py); a method of its own so
@@ -412,11 +160,8 @@ class Trainer:
         """One optimiser update (update.py) on the stream the model's schedule picks."""
         aux = (self.streams.aux is not None
                and self.inputs.schedule(self.state.step, self.tcfg.aux_ratio) is Phase.DOCUMENT)
-        tokens, supervision = self.updater.update(self.state.step, aux, self.next_batch, window)
-        if supervision is not None:
-            self.pending_supervision = self.pending_supervision + supervision
+        self.tally.add(*self.updater.update(self.state.step, aux, self.next_batch, window))
         self.state.step += 1
-        self.pending_tokens = self.pending_tokens + tokens
 
     # --- validation and checkpoints ---------------------------------------------------------
     def validate(self) -> None:
@@ -445,13 +190,7 @@ class Trainer:
         contributes its RNG state."""
         import torch.distributed as dist
 
-        self.state.tokens += int(self.pending_tokens)   # settle the counts before they are saved
-        self.pending_tokens = torch.zeros((), device=self.device)
-        seen = all_reduce(self.pending_supervision, self.info).tolist()
-        for key, n in zip(SUPERVISION, seen):
-            self.state.supervision[key] += int(n)
-        self.pending_supervision = torch.zeros(len(SUPERVISION), dtype=torch.long,
-                                               device=self.device)
+        self.tally.settle(self.state, self.info)   # the counts go into the saved state
         rngs = [ckpt.rng_state()]
         if self.info.world_size > 1:
             rngs = [None] * self.info.world_size
@@ -492,12 +231,13 @@ class Trainer:
     def run(self) -> int:
         """Train (or resume) to ``max_steps``; returns the exit code (0, or EXIT_REQUEUE)."""
         tcfg = self.tcfg
-        self.resume()
+        if self.last is not None:
+            self.state = resume_run(self.last, self.last_state, self.model, self.updater,
+                                    self.ckpts, self.rule, self.info, self.device, self._log)
+            self.last_state = None
         self.log = MetricsLog(self.out_dir, self.state.step, self.info.is_main)
         self.streams.start(self.state)
-        self.pending_tokens = torch.zeros((), device=self.device)
-        self.pending_supervision = torch.zeros(len(SUPERVISION), dtype=torch.long,
-                                               device=self.device)
+        self.tally = Tally(self.device)
         self.model.train()
         self.bar = tqdm(total=tcfg.max_steps, initial=self.state.step, disable=not self.info.is_main,
                         mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train",
@@ -555,37 +295,9 @@ class Trainer:
             return
         # `final`: the weights every later stage evaluates (one name, whatever the recipe)
         self.ckpts.finalize(self.tcfg.average_last_k, self.tcfg.save_every, self.state.step)
-        self.manifest.counts = {"steps": self.state.step, "target_tokens": self.state.tokens,
-                                "target_tokens_per_update": (self.state.tokens
-                                                             / max(self.state.step, 1)),
-                                "epochs_started": self.state.position.epoch + 1,
-                                "parameters": sum(p.numel() for p in self.model.parameters()),
-                                "trainable_parameters": sum(p.numel() for p in self.trainable),
-                                "frozen_parameters": len(self.frozen)}
-        st = self.state
-        self.manifest.extra = {"best_dev_loss": (st.best_dev if self.rule.metric is StopMetric.LOSS
-                                                 else None),
-                               "init_from": self.init_keys,
-                               "data_mode": self.inputs.mode.value,
-                               "dev_bleu_skipped": self.inputs.dev_bleu_skip,
-                               "aux_position": st.aux_position.to_dict(),
-                               "world_size": self.info.world_size, "device": str(self.device),
-                               "stop": {"reason": reason.value, "updates": st.step,
-                                        "rule": self.rule.to_dict(), "best": st.best_dev,
-                                        "best_step": st.best_step,
-                                        "validations_without_gain": st.bad_evals,
-                                        "interruptions": self.attempts.interruptions()},
-                               "determinism": determinants(self.tcfg.seed, self.tcfg.num_workers,
-                                                           self.info.world_size, self.device),
-                               "phase_s": self.phases.totals(),
-                               "compiled_graphs": self.compiled.graphs if self.compiled else None}
+        summarise(self, reason)
         self.attempts.update(self.state.step, end=FINISHED)
         self.manifest.extra.update(self.attempts.summary())
-        if self.inputs.heads:   # the share of training tokens that carried parse supervision
-            sup = self.state.supervision
-            self.manifest.counts["supervision"] = {
-                **sup, "src_share": sup["src_heads"] / max(sup["src_tokens"], 1),
-                "tgt_share": sup["tgt_heads"] / max(sup["tgt_tokens"], 1)}
         self.manifest.write(self.out_dir / MANIFEST_FILE)
 
 

@@ -107,3 +107,29 @@ class Updater:
             self.scheduler.step()
         window.add("tokens", global_tokens)
         return global_tokens, supervision
+
+
+class Tally:
+    """Target tokens and parse supervision of the updates since the last save, summed on the
+    device: read (one synchronisation, one reduction over ranks) only when a checkpoint saves
+    them into the trainer state."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tokens = torch.zeros((), device=self.device)
+        self.supervision = torch.zeros(len(SUPERVISION), dtype=torch.long, device=self.device)
+
+    def add(self, tokens: torch.Tensor, supervision: torch.Tensor | None) -> None:
+        self.tokens = self.tokens + tokens
+        if supervision is not None:
+            self.supervision = self.supervision + supervision
+
+    def settle(self, state, info: DistInfo) -> None:
+        """Add the counts to ``state`` (a TrainerState: ``tokens``, ``supervision``), restart."""
+        state.tokens += int(self.tokens)
+        for key, n in zip(SUPERVISION, all_reduce(self.supervision, info).tolist()):
+            state.supervision[key] += int(n)
+        self._reset()

@@ -46,7 +46,9 @@ from pipeline_lib.models.registry import MODELS, build_model
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.optim import build_optimizer, build_scheduler, label_smoothed_nll
-from pipeline_lib.training.train import TrainConfig, apply_freeze, init_from_checkpoint, train
+from pipeline_lib.training.train_config import TrainConfig
+from pipeline_lib.training.two_step import apply_freeze, init_from_checkpoint
+from pipeline_lib.training.train import train
 
 from test_data import write_doc_corpus  # tests/unit/training: the shared shard builder
 

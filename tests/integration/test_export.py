@@ -21,7 +21,8 @@ from pipeline_lib.manifest import sha256_file
 from pipeline_lib.models import ModelConfig, build_model
 from pipeline_lib.models.search import BeamConfig, greedy_search, source_batch
 from pipeline_lib import checkpoint as ckpt
-from pipeline_lib.training.train import TrainConfig, train
+from pipeline_lib.training.train_config import TrainConfig
+from pipeline_lib.training.train import train
 
 from test_data import write_corpus  # tests/unit/training: the shared shard builder
 

@@ -22,8 +22,8 @@ import torch
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader
 from pipeline_lib.training.resume import run_changes
-from pipeline_lib.training.train import (EXIT_REQUEUE, RESUMABLE_CHANGES, TrainConfig, Trainer,
-                                         run_record, train)
+from pipeline_lib.training.train import EXIT_REQUEUE, Trainer, train
+from pipeline_lib.training.train_config import RESUMABLE_CHANGES, TrainConfig, run_record
 
 from test_data import write_corpus  # tests/unit/training: the shared shard builder
 

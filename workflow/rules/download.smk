@@ -4,6 +4,18 @@ from pathlib import Path
 
 from pipeline_lib.codehash import code_hash
 
+if plan.downloads["ldc_required"]:
+    # Before the DAG is built: the LDC readers would otherwise fail on the first missing file
+    # alone, while a user wants the list of everything to obtain.
+    from snakemake.exceptions import WorkflowError
+
+    from pipeline_lib.ingest.download import DownloadError, check_ldc
+
+    try:
+        check_ldc(plan.downloads["ldc"], plan.downloads["ldc_required"])
+    except DownloadError as e:
+        raise WorkflowError(str(e)) from None
+
 
 wildcard_constraints:
     download="[a-z0-9_]+",

@@ -1,9 +1,12 @@
 """Raw corpora -> document Parquet (pipeline_lib.ingest)."""
 
+from pipeline_lib.codehash import code_hash
+from pipeline_lib.ingest import code_modules, rule_inputs
+
 
 rule ingest_corpus:
     input:
-        lambda wc: plan.ingest_inputs(wc.corpus),
+        lambda wc: rule_inputs(plan.corpus_spec(wc.corpus), plan.results),
     output:
         **plan.results.ingest_corpus(),
     log:
@@ -13,7 +16,7 @@ rule ingest_corpus:
     params:
         # the corpus's entry, ingest limits, hygiene and languages (pipeline_lib.plan.options)
         options=lambda wc: plan.options("ingest_corpus", corpus=wc.corpus),
-        code=lambda wc: plan.ingest_code(wc.corpus),
+        code=lambda wc: code_hash(*code_modules(plan.corpus_spec(wc.corpus))),
     priority: 10   # ahead of stanza: see train.smk
     conda:
         "../../envs/ingest.yaml"

@@ -2,7 +2,17 @@
 (pipeline_lib.evaluate.discourse); every decoded system of plan.systems is scored, the baseline
 (the first of `models`) first."""
 
+from snakemake.exceptions import WorkflowError
+
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.evaluate.suites import check_suite_directions
+
+# Before the DAG is built: a suite in another language pair than the models would be scored
+# without a word of warning (e.g. the En-Ru suites under a Zh-En preset).
+try:
+    check_suite_directions(plan.suites, *plan.lang_pair)
+except ValueError as e:
+    raise WorkflowError(str(e)) from None
 
 
 rule score_test:

@@ -31,7 +31,7 @@ from pipeline_lib.run_config import load_config
 from pipeline_lib.preprocess import shards
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
 from pipeline_lib.training.metrics import MetricsLog
-from pipeline_lib.training.train import TrainConfig
+from pipeline_lib.training.train_config import TrainConfig
 
 WORDS = "in the beginning god created heaven and earth light was good evening morning day".split()
 SPLITS = (("train", 6), ("dev", 2), ("test", 8))

@@ -20,7 +20,7 @@ from pipeline_lib.models.search import BeamConfig
 from pipeline_lib.models import MODELS, ModelConfig, Transformer, build_model
 from pipeline_lib.models.cache import CacheTransformer, ContinuousCache
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
-from pipeline_lib.training.train import apply_freeze
+from pipeline_lib.training.two_step import apply_freeze
 
 torch.set_num_threads(1)
 

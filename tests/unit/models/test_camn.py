@@ -14,7 +14,7 @@ from pipeline_lib.models.camn import CTX_SENTS, CAMNTransformer, ContextGate, Me
 from pipeline_lib.models.inputs import (PreviousSentences, PreviousSentenceSlots, RandomSentences,
                                         SpecialIds)
 from pipeline_lib.models.layers import SOURCE_MEMORY, LayerContext
-from pipeline_lib.training.train import apply_freeze
+from pipeline_lib.training.two_step import apply_freeze
 
 from marker_task import SIZE, marker_accuracy, train_on_markers
 

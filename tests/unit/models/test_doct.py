@@ -14,7 +14,7 @@ from pipeline_lib.models.doct import (CONTEXT_MEMORY, CTX_ATTN, ContextGate, Doc
                                       GatedSubLayer)
 from pipeline_lib.models.inputs import SpecialIds
 from pipeline_lib.models.layers import SubLayer
-from pipeline_lib.training.train import apply_freeze
+from pipeline_lib.training.two_step import apply_freeze
 
 from marker_task import SIZE, marker_accuracy, train_on_markers
 

@@ -36,7 +36,7 @@ from pipeline_lib.training.batching import (collate, collate_documents, collate_
                                             stream_batches)
 from pipeline_lib.training.shards import prepare
 from pipeline_lib.training.optim import build_optimizer, label_smoothed_nll
-from pipeline_lib.training.train import SENTENCE_LEVEL, apply_freeze, init_from_checkpoint
+from pipeline_lib.training.two_step import SENTENCE_LEVEL, apply_freeze, init_from_checkpoint
 
 torch.set_num_threads(1)
 

@@ -30,7 +30,8 @@ from pipeline_lib.models.search import BeamConfig, search
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.batching import collate
 from pipeline_lib.training.data import DataPosition, LoaderConfig, TrainLoader, dev_batches
-from pipeline_lib.training.train import TrainConfig, train
+from pipeline_lib.training.train_config import TrainConfig
+from pipeline_lib.training.train import train
 from test_data import write_doc_corpus  # tests/unit: the shared doc-shard builder
 
 NEXT_SRC = "next_src"       # Batch.extra key: (B, L) the next source sentence of each row
