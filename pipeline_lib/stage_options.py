@@ -40,18 +40,26 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
             continue
         p.add_argument(FLAG, metavar="JSON", help="this stage's settings as one JSON object "
                        "(keys: the option names, e.g. max_len for --max-len); flags win")
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument(FLAG)
-    own, _ = pre.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
-    if own.options is not None:
+    text = _options_text(argv[:argv.index("--")] if "--" in argv else argv)
+    if text is not None:
         try:
-            options = json.loads(own.options)
+            options = json.loads(text)
         except json.JSONDecodeError as e:
             parser.error(f"{FLAG} is not JSON: {e}")
         if not isinstance(options, dict):
             parser.error(f"{FLAG} must be a JSON object, not {type(options).__name__}")
         _apply(_chosen(parser, argv), options)
     return parser.parse_args(argv)
+
+
+def _options_text(argv: list[str]) -> str | None:
+    """The value of ``--options JSON`` (or ``--options=JSON``) in ``argv``, else None."""
+    for i, arg in enumerate(argv):
+        if arg == FLAG and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(FLAG + "="):
+            return arg[len(FLAG) + 1:]
+    return None
 
 
 def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

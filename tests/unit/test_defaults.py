@@ -26,7 +26,7 @@ def defaults() -> dict:
 
 # dataclass -> (schema section, {field: schema key}) for every field the schema knows
 DATACLASSES = {
-    "pipeline_lib.training.train:TrainConfig": ("train", {}),
+    "pipeline_lib.training.train_config:TrainConfig": ("train", {}),
     "pipeline_lib.models.search:BeamConfig": ("decode", {}),
     "pipeline_lib.evaluate.score:ScoreConfig": ("score", {}),
     "pipeline_lib.evaluate.discourse:ConsistencyConfig": (
