@@ -8,12 +8,13 @@ from snakemake.utils import min_version
 sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 from pipeline_lib import failed_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
-from pipeline_lib.training.launch import submit_problem, train_slurm_extra
+from pipeline_lib.training.launch import partition_warnings, submit_problem, train_slurm_extra
 
 min_version("9.0")
 
@@ -48,14 +49,18 @@ include: "workflow/rules/report.smk"
 
 # Under SLURM, what would end every training job at its start (a partition that pre-empts by
 # CANCEL, --no-requeue: pipeline_lib.training.launch.submit_problem) stops the run once, before
-# any submission.
+# any submission; other jobs' partitions that pre-empt by CANCEL get a warning (partition_warnings).
 onstart:
-    if (workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm"
-            and any(j.rule.name == "train_model" for j in workflow.dag.needrun_jobs())):
-        problem = submit_problem(workflow.resource_settings.overwrite_resources,
-                                 bool(getattr(workflow.executor_settings, "no_requeue", False)))
-        if problem:
-            raise WorkflowError(problem)
+    if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+        resources = workflow.resource_settings
+        for warning in partition_warnings(resources.default_resources,
+                                          resources.overwrite_resources):
+            logger.warning(f"Warning: {warning}")
+        if any(j.rule.name == "train_model" for j in workflow.dag.needrun_jobs()):
+            problem = submit_problem(resources.overwrite_resources,
+                                     bool(getattr(workflow.executor_settings, "no_requeue", False)))
+            if problem:
+                raise WorkflowError(problem)
 
 
 # A failed job's error (file and line) is in its log: print its last lines on the console too.

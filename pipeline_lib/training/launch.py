@@ -319,6 +319,33 @@ def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -
             "profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
 
 
+def partition_warnings(default_resources: Mapping | None,
+                       overrides: Mapping[str, Mapping]) -> list[str]:
+    """A warning for each partition the run's other jobs go to (``default_resources``' and each
+    rule's ``slurm_partition`` but train_model's, which :func:`submit_problem` refuses) that
+    pre-empts by CANCEL, read with scontrol on the submit host.
+
+    WHY a warning and not a refusal: such a job (parsing, decoding) ends PREEMPTED, which
+    snakemake-executor-plugin-slurm (2.8.0) keeps polling as if it ran, so the run waits for
+    ever; but it has no checkpoint to lose, and many sites pre-empt rarely. The user learns it
+    before the first job, with what to do."""
+    named = {_typed((default_resources or {}).get("slurm_partition")): "default-resources"}
+    for rule, resources in overrides.items():
+        if rule != "train_model":
+            named.setdefault(_typed((resources or {}).get("slurm_partition")), rule)
+    warnings = []
+    for partition, where in named.items():
+        record = scontrol_record("partition", partition) if partition else {}
+        problem = preemption_problem({}, record) if record else None
+        if problem:
+            warnings.append(f"{problem} ({where}'s slurm_partition): a pre-empted job there is "
+                            "never requeued, and snakemake-executor-plugin-slurm polls a "
+                            "PREEMPTED job for ever; if `squeue`/`sacct` shows one, stop "
+                            "Snakemake and start it again (the job is rerun), or use a "
+                            "partition that requeues (PreemptMode=REQUEUE)")
+    return warnings
+
+
 def check_requeue(job: Mapping[str, str], require: bool) -> None:
     """Refuse (``require``) or flag a SLURM job that a pre-emption would end for good."""
     partition = scontrol_record("partition", job["Partition"]) if job.get("Partition") else {}

@@ -190,6 +190,26 @@ def test_a_training_job_sent_with_no_requeue_stops_the_run_before_submission():
     assert submit_problem({}) is None   # no partition named, nothing known to refuse
 
 
+def test_other_jobs_partitions_that_cancel_on_preemption_are_warned_about(monkeypatch):
+    """Issue 27 item 7: a CPU job pre-empted by CANCEL ends PREEMPTED, which the SLURM plugin
+    polls for ever; the run says so before its first job (train_model's partition is
+    submit_problem's, refused, not warned about)."""
+    import pipeline_lib.training.launch as launch
+
+    records = {"cpu": {"PartitionName": "cpu", "PreemptMode": "CANCEL"},
+               "gpu": {"PartitionName": "gpu", "PreemptMode": "REQUEUE"},
+               "short": {"PartitionName": "short", "PreemptMode": "CANCEL"}}
+    monkeypatch.setattr(launch, "scontrol_record", lambda kind, name: records.get(name, {}))
+    warnings = launch.partition_warnings({"slurm_partition": "cpu"},
+                                         {"train_model": {"slurm_partition": "short"},
+                                          "decode_test": {"slurm_partition": "gpu"}})
+    assert len(warnings) == 1
+    assert warnings[0].startswith("partition cpu pre-empts by PreemptMode=CANCEL")
+    assert "(default-resources's slurm_partition)" in warnings[0]
+    assert launch.partition_warnings({"slurm_partition": "gpu"}, {}) == []
+    assert launch.partition_warnings(None, {"parse_shard": {"slurm_partition": "nowhere"}}) == []
+
+
 def test_train_slurm_extra_reads_snakemakes_parsed_resources():
     """Snakemake parses set-resources into Resource objects, and a rule's entry without
     slurm_extra answers get() with an empty Resource (raw None): the profile's own block (no
