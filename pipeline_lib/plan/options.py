@@ -53,11 +53,11 @@ class StageOptions:
 
 
 def _ingest_corpus(plan: Any, corpus: str) -> Options:
-    c = plan.config
-    return {"spec": c["corpora"][corpus], "hygiene": c["hygiene"],
+    c, (src, tgt) = plan.config, plan.lang_pair
+    return {"spec": plan.corpus_spec(corpus), "hygiene": c["hygiene"],
             "max_line_chars": c["ingest"]["max_line_chars"],
             "max_quarantined_share": c["ingest"]["max_quarantined_share"],
-            "src_lang": c["src_lang"], "tgt_lang": c["tgt_lang"]}
+            "src_lang": src, "tgt_lang": tgt}
 
 
 def _download_corpus(plan: Any) -> Options:
@@ -88,7 +88,7 @@ def _train_bpe(plan: Any) -> Options:
     b = plan.config["bpe"]
     return {"vocab_size": b["vocab_size"], "character_coverage": b["character_coverage"],
             "input_sentence_size": b["input_sentence_size"], "seed": b["seed"],
-            "src_lang": plan.config["src_lang"], "tgt_lang": plan.config["tgt_lang"]}
+            "src_lang": plan.lang_pair[0], "tgt_lang": plan.lang_pair[1]}
 
 
 def _shards(plan: Any) -> Options:
@@ -125,7 +125,7 @@ def _score_test(plan: Any) -> Options:
     """Statistics settings, the baseline, each system's matched control and, with several seeds,
     which system is which seed's run (rule and bench/gpu_prepare.py alike)."""
     s = plan.config["score"]
-    return {"lowercase": s["lowercase"], "tgt_lang": plan.config["tgt_lang"],
+    return {"lowercase": s["lowercase"], "tgt_lang": plan.lang_pair[1],
             "bootstrap_samples": s["bootstrap_samples"],
             "significance_level": s["significance_level"], "baseline": plan.baseline,
             "control": [[m, c] for m in plan.systems if (c := plan.control_of(m)) and c != m],

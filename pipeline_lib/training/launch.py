@@ -283,6 +283,13 @@ def _typed(resource: object) -> str | None:
     return None if raw is None else str(raw).strip("'\"")
 
 
+def _partition_problem(partition: str | None) -> str | None:
+    """Why a pre-emption would end any job on ``partition`` for good (its PreemptMode, read
+    with scontrol on the submit host), or None: none named, no record, or it requeues."""
+    record = scontrol_record("partition", partition) if partition else {}
+    return preemption_problem({}, record) if record else None
+
+
 def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -> str | None:
     """Before anything is submitted (the Snakefile's ``onstart`` under the SLURM executor): why
     every training job would be refused at its start (:func:`check_requeue`), read from
@@ -305,11 +312,7 @@ def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -
                 "launcher refuses such a job at its start, so no training job was submitted. "
                 "Drop the setting, or accept the wait with `require_requeue: 0` for train_model "
                 "in profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
-    partition = _typed(train.get("slurm_partition"))
-    if not partition:
-        return None
-    record = scontrol_record("partition", partition)
-    problem = preemption_problem({}, record) if record else None
+    problem = _partition_problem(_typed(train.get("slurm_partition")))
     if problem is None:
         return None
     return (f"train_model: {problem}, and snakemake-executor-plugin-slurm polls a PREEMPTED job "
@@ -335,9 +338,7 @@ def partition_warnings(default_resources: Mapping | None,
             named.setdefault(_typed((resources or {}).get("slurm_partition")), rule)
     warnings = []
     for partition, where in named.items():
-        record = scontrol_record("partition", partition) if partition else {}
-        problem = preemption_problem({}, record) if record else None
-        if problem:
+        if problem := _partition_problem(partition):
             warnings.append(f"{problem} ({where}'s slurm_partition): a pre-empted job there is "
                             "never requeued, and snakemake-executor-plugin-slurm polls a "
                             "PREEMPTED job for ever; if `squeue`/`sacct` shows one, stop "

@@ -29,6 +29,7 @@ from pipeline_lib.training.run_checkpoints import RunCheckpoints
 from pipeline_lib.training.state import TrainerState
 from pipeline_lib.training.stopping import StopRule
 from pipeline_lib.training.streams import Streams
+from pipeline_lib.training.train_config import TrainConfig
 from pipeline_lib.training.update import Updater
 
 #: What an earlier run left in the job's folder; a run from scratch deletes it (resume.clear_run).
@@ -75,11 +76,11 @@ def start_attempt(ckpts: RunCheckpoints, model: dict[str, Any], record: dict[str
     return (ckpts.last(), state) if resumed else (None, None)
 
 
-def open_data(tcfg: Any, max_len: int, inputs: ModelInputs, info: DistInfo, device: torch.device,
+def open_data(tcfg: TrainConfig, max_len: int, inputs: ModelInputs, info: DistInfo, device: torch.device,
               shards: str | Path, dev_shards: str | Path, aux_shards: str | Path | None,
               log: Callable[[str], None]) -> tuple[Streams, list]:
     """The data streams (streams.py) and the dev batches (main process), as the model's inputs
-    say; ``tcfg`` is the run's TrainConfig."""
+    say."""
     cuda = device.type == "cuda"
     # Lengths rounded up to a multiple of 8 on CUDA: fewer distinct shapes (first-sight costs,
     # compiled graphs); on a CPU the extra padding is only extra work.
