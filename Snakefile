@@ -14,7 +14,8 @@ from pipeline_lib import failed_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
-from pipeline_lib.training.launch import partition_warnings, submit_problem, train_slurm_extra
+from pipeline_lib.training.launch import partition_warnings, submit_problem
+from pipeline_lib.training.slurm_extra import train_slurm_extra
 
 min_version("9.0")
 

@@ -29,10 +29,11 @@ a torchrun that starts one process per GPU of its node.
 
 Pre-emption: the rule ``exec``s this module and this module ``exec``s the built command, so the
 SIGTERM that SLURM sends to every process of the job step (``--signal=TERM@120``, rule
-train_model's ``slurm_extra``: :data:`TRAIN_SBATCH`, and on pre-emption) reaches torchrun/python, not a shell that would die at once
-and end the step before the trainer has saved. The trainer saves ``checkpoints/last`` and exits
-143; torchrun waits ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` seconds for its workers to save before it
-kills them (``SAVE_GRACE_S`` here, not torch's 30).
+train_model's ``slurm_extra``: :mod:`pipeline_lib.training.slurm_extra`, and on pre-emption)
+reaches torchrun/python, not a shell that would die at once and end the step before the trainer
+has saved. The trainer saves ``checkpoints/last`` and exits 143; torchrun waits
+``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` seconds for its workers to save before it kills them
+(``SAVE_GRACE_S``, not torch's 30).
 """
 
 from __future__ import annotations
@@ -48,16 +49,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline_lib import stage_options
+from pipeline_lib.training.slurm_extra import SAVE_GRACE_S, resource_text, sbatch_values
 
 DEFAULT_MODULE = "pipeline_lib.training.train"
 RDZV_PORT = 29500
-# sbatch flags every training job needs (rule train_model's slurm_extra): SIGTERM 120 s before
-# the time limit (the trainer saves and exits 143; see Pre-emption above), and a requeued job
-# appends to its SLURM log instead of overwriting the pre-empted attempt's.
-TRAIN_SBATCH = ("--signal=TERM@120", "--open-mode=append")
-# Seconds torchrun gives its workers to save after SIGTERM before it SIGKILLs them: under the
-# 120 s that --signal=TERM@120 leaves before the time limit.
-SAVE_GRACE_S = 110
 # SLURM variables that name the job; every other SLURM_* in a job step describes that step
 # (its tasks, CPUs, GPUs) and must not shape the trainer's own step (the plugin's jobstep
 # executor keeps the same set for its srun, less the restart count, which we put back).
@@ -256,33 +251,6 @@ def attempt_header(attempt: int, env: Mapping[str, str]) -> str:
     return f"===== attempt {attempt}: {where}{socket.gethostname()} at {stamp} ====="
 
 
-def train_slurm_extra(overrides: Mapping[str, Mapping]) -> str:
-    """Rule train_model's ``slurm_extra``: :data:`TRAIN_SBATCH`, unless ``overrides`` (Snakemake's
-    ``set-resources``: the profile's block, or the command line's, which replaces it whole)
-    gives the rule its own, which must then hold those flags too.
-
-    WHY in the rule and not the profile: a command-line ``--set-resources`` for any rule drops
-    the profile's whole block, and with it the flags; a job without ``--signal`` is killed at
-    its time limit without a save. Refused with what to add (a ``WorkflowError`` one-liner in the
-    Snakefile), before anything is submitted."""
-    given = (overrides.get("train_model") or {}).get("slurm_extra")
-    given = getattr(given, "raw", given)    # Snakemake's parsed Resource keeps what was typed
-    if given is None:
-        return "'" + " ".join(TRAIN_SBATCH) + "'"
-    missing = [f for f in TRAIN_SBATCH if f not in str(given).strip("'\"").split()]
-    if missing:
-        raise ValueError(f"set-resources train_model:slurm_extra={given!r} lacks "
-                         f"{' '.join(missing)}: add it (the trainer saves on SIGTERM before the "
-                         "time limit, a requeued job appends to its log)")
-    return str(given)
-
-
-def _typed(resource: object) -> str | None:
-    """What was typed for a set-resources entry (Snakemake's Resource keeps it as ``raw``)."""
-    raw = getattr(resource, "raw", resource)
-    return None if raw is None else str(raw).strip("'\"")
-
-
 def _partition_problem(partition: str | None) -> str | None:
     """Why a pre-emption would end any job on ``partition`` for good (its PreemptMode, read
     with scontrol on the submit host), or None: none named, no record, or it requeues."""
@@ -302,9 +270,10 @@ def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -
     ``require_requeue`` is 0 (the site accepted the wait), or where nothing says so (no
     partition named, or scontrol shows no record of it)."""
     train = overrides.get("train_model") or {}
-    if _typed(train.get("require_requeue")) == "0":
+    if resource_text(train.get("require_requeue")) == "0":
         return None
-    if no_requeue or "--no-requeue" in (_typed(train.get("slurm_extra")) or "").split():
+    extra = sbatch_values(resource_text(train.get("slurm_extra")) or "")
+    if no_requeue or "--no-requeue" in extra:
         where = ("slurm-no-requeue in the profile" if no_requeue
                  else "--no-requeue in train_model's slurm_extra")
         return (f"train_model would be submitted with Requeue=0 ({where}): a pre-emption would "
@@ -312,7 +281,7 @@ def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -
                 "launcher refuses such a job at its start, so no training job was submitted. "
                 "Drop the setting, or accept the wait with `require_requeue: 0` for train_model "
                 "in profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
-    problem = _partition_problem(_typed(train.get("slurm_partition")))
+    problem = _partition_problem(resource_text(train.get("slurm_partition")))
     if problem is None:
         return None
     return (f"train_model: {problem}, and snakemake-executor-plugin-slurm polls a PREEMPTED job "
@@ -332,10 +301,10 @@ def partition_warnings(default_resources: Mapping | None,
     snakemake-executor-plugin-slurm (2.8.0) keeps polling as if it ran, so the run waits for
     ever; but it has no checkpoint to lose, and many sites pre-empt rarely. The user learns it
     before the first job, with what to do."""
-    named = {_typed((default_resources or {}).get("slurm_partition")): "default-resources"}
+    named = {resource_text((default_resources or {}).get("slurm_partition")): "default-resources"}
     for rule, resources in overrides.items():
         if rule != "train_model":
-            named.setdefault(_typed((resources or {}).get("slurm_partition")), rule)
+            named.setdefault(resource_text((resources or {}).get("slurm_partition")), rule)
     warnings = []
     for partition, where in named.items():
         if problem := _partition_problem(partition):

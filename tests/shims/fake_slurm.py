@@ -52,6 +52,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import sbatch_argv
+
 STATE = Path(os.environ.get("FAKE_SLURM_DIR", "/tmp/fake_slurm"))
 JOBS = STATE / "jobs"
 ACCOUNT = os.environ.get("FAKE_SLURM_ACCOUNT", "testacct")
@@ -59,6 +61,9 @@ ACCOUNT = os.environ.get("FAKE_SLURM_ACCOUNT", "testacct")
 # real accounting database lags too, and it keeps the plugin's growing poll interval (+10 s per
 # poll that sees no finished job) out of test wall time.
 SACCT_WAIT_S = float(os.environ.get("FAKE_SLURM_SACCT_WAIT_S", "15"))
+# The cluster's partitions (sbatch refuses any other) and its default (no -p).
+PARTITIONS = os.environ.get("FAKE_SLURM_PARTITIONS", "cpu,gpu").split(",")
+DEFAULT_PARTITION = PARTITIONS[0]
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -139,13 +144,25 @@ def nodelist(nodes: int) -> str:
 
 
 def sbatch(argv: list[str]) -> int:
-    opts = options(argv)
+    """Refuses, as sbatch does (exit 1, nothing submitted), any argument vector its option
+    parser or the controller would refuse (:mod:`sbatch_argv`), then starts the job."""
+    try:
+        parsed, rest = sbatch_argv.parse(argv)
+    except sbatch_argv.SbatchError as e:
+        print(f"sbatch: error: {e}", file=sys.stderr)
+        return 1
+    opts = sbatch_argv.last(parsed)
+    partition = opts.get("partition", DEFAULT_PARTITION)
+    if not set(partition.split(",")) <= set(PARTITIONS):
+        print("sbatch: error: Batch job submission failed: Invalid partition name specified",
+              file=sys.stderr)
+        return 1
     script = opts.get("wrap")
-    if script is None:  # script file or /dev/stdin
-        script = sys.stdin.read() if argv[-1] == "/dev/stdin" else Path(argv[-1]).read_text()
+    if script is None:  # the script file, or standard input when none is named
+        script = Path(rest[0]).read_text() if rest else sys.stdin.read()
     job_id = next_job_id()
     log = opts.get("output", str(STATE / "slurm-%j.log")).replace("%j", job_id)
-    nodes = int(opts.get("nodes", "1"))
+    nodes = int(opts.get("nodes", "1").split("-")[0])
     gres = opts.get("gres", "")
     gpus_per_node = (_count(gres) if gres.startswith("gpu") else
                      _count(opts.get("gpus", "0")) // nodes)
@@ -158,13 +175,14 @@ def sbatch(argv: list[str]) -> int:
         slurm_env["SLURM_GPUS_ON_NODE"] = str(gpus_per_node)
         if "gpus" in opts:
             slurm_env["SLURM_GPUS"] = opts["gpus"]
-    requeue = ("1" if "requeue" in opts else "0" if "no-requeue" in opts
+    flags = [n for n, _ in parsed if n in ("requeue", "no-requeue")]   # the last one wins
+    requeue = ({"requeue": "1", "no-requeue": "0"}[flags[-1]] if flags
                else os.environ.get("FAKE_SLURM_JOB_REQUEUE", "1"))
     with job_record(job_id) as job:
         job.update(id=job_id, name=opts.get("job-name", ""), state="PENDING", argv=argv,
                    nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_task=int(cpus), steps=[],
-                   comment=opts.get("comment", ""), partition=opts.get("p", "cpu"),
-                   requeue=requeue, restarts=0, script=script, cwd=opts.get("D", os.getcwd()),
+                   comment=opts.get("comment", ""), partition=partition,
+                   requeue=requeue, restarts=0, script=script, cwd=opts.get("chdir", os.getcwd()),
                    log=log, append=opts.get("open-mode") == "append", slurm_env=slurm_env)
     start_job(job_id, truncate=not opts.get("open-mode") == "append")
     print(job_id)
@@ -479,7 +497,7 @@ def main() -> int:
     if tool == "srun":
         return srun(argv)
     if tool == "sinfo":
-        print("PARTITION\ncpu*\ngpu")
+        print("PARTITION\n" + "\n".join(p + "*" * (p == DEFAULT_PARTITION) for p in PARTITIONS))
         return 0
     if tool == "scontrol":
         return scontrol(argv)

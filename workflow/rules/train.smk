@@ -54,9 +54,9 @@ rule train_model:
     # Resources, not params: neither may rerun a finished job.
     resources:
         **plan.train_resources(),
-        # --signal=TERM@120 --open-mode=append (pipeline_lib.training.launch.TRAIN_SBATCH) here,
-        # not in the profile, so a command-line --set-resources does not drop them; an own
-        # slurm_extra for train_model must repeat them (refused otherwise)
+        # --signal=TERM@120 --open-mode=append (pipeline_lib.training.slurm_extra.TRAIN_SBATCH)
+        # here, not in the profile, so a command-line --set-resources does not drop them; an own
+        # slurm_extra for train_model must keep an early SIGTERM (refused otherwise)
         slurm_extra=TRAIN_SLURM_EXTRA,
         attempt=lambda wc, attempt: attempt,
         require_requeue=1,

@@ -19,7 +19,6 @@ from pipeline_lib.training.launch import (
     granted_gpus,
     launch_plan,
     preemption_problem,
-    train_slurm_extra,
 )
 
 ARGS = ["--config", "c.yaml", "--out-dir", "out"]
@@ -164,19 +163,6 @@ def test_cli_prints_the_command_without_running_it():
     assert "launch: OMP_NUM_THREADS=3 MKL_NUM_THREADS=3 " in out.stderr
 
 
-def test_train_slurm_extra_is_the_rules_unless_given_and_then_must_keep_the_signal():
-    """Issue 27 item 7: the flags live in the rule (a command-line --set-resources replaces the
-    profile's block); an own slurm_extra for train_model keeps them or is refused, naming them."""
-    assert train_slurm_extra({}) == "'--signal=TERM@120 --open-mode=append'"
-    assert train_slurm_extra({"parse_shard": {"mem_mb": 1}}) == train_slurm_extra({})
-    own = "'--qos=high --signal=TERM@120 --open-mode=append'"
-    assert train_slurm_extra({"train_model": {"slurm_extra": own}}) == own
-    with pytest.raises(ValueError, match=r"lacks --open-mode=append: add it"):
-        train_slurm_extra({"train_model": {"slurm_extra": "--signal=TERM@120"}})
-    with pytest.raises(ValueError, match=r"lacks --signal=TERM@120 --open-mode=append"):
-        train_slurm_extra({"train_model": {"require_requeue": 0, "slurm_extra": "--qos=x"}})
-
-
 def test_a_training_job_sent_with_no_requeue_stops_the_run_before_submission():
     """Issue 27 item 7: a job the launcher would refuse at its start (Requeue=0) is refused
     once, with the reason, not submitted 1 + retries times; require_requeue 0 accepts it."""
@@ -208,18 +194,3 @@ def test_other_jobs_partitions_that_cancel_on_preemption_are_warned_about(monkey
     assert "(default-resources's slurm_partition)" in warnings[0]
     assert launch.partition_warnings({"slurm_partition": "gpu"}, {}) == []
     assert launch.partition_warnings(None, {"parse_shard": {"slurm_partition": "nowhere"}}) == []
-
-
-def test_train_slurm_extra_reads_snakemakes_parsed_resources():
-    """Snakemake parses set-resources into Resource objects, and a rule's entry without
-    slurm_extra answers get() with an empty Resource (raw None): the profile's own block (no
-    slurm_extra for train_model) must give the rule's flags, not a refusal."""
-    from snakemake.cli import parse_set_resources
-
-    profile = parse_set_resources(["train_model:mem_mb=128000", "train_model:runtime=2880"])
-    assert train_slurm_extra(profile) == "'--signal=TERM@120 --open-mode=append'"
-    own = parse_set_resources(["train_model:slurm_extra='--qos=x --signal=TERM@120 "
-                               "--open-mode=append'"])
-    assert train_slurm_extra(own) == "'--qos=x --signal=TERM@120 --open-mode=append'"
-    with pytest.raises(ValueError, match="lacks --signal=TERM@120"):
-        train_slurm_extra(parse_set_resources(["train_model:slurm_extra='--qos=x'"]))
