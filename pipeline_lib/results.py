@@ -185,6 +185,11 @@ class Results:
         return self._stage("discourse_consistency", consistency="consistency.json",
                            manifest=MANIFEST_FILE)
 
+    @stage("{model}/{corpus}/{split}")
+    def context_cxmi(self, model: str = "{model}", corpus: str = "{corpus}",
+                     split: str = "{split}") -> Files:
+        return self._stage("context_cxmi", model, corpus, cxmi=f"{split}.json")
+
     @stage("{model}")
     def discourse_contrastive(self, model: str = "{model}") -> Files:
         return self._stage("discourse_contrastive", model, contrastive="contrastive.json",

@@ -41,7 +41,7 @@ import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -155,20 +155,11 @@ def random_previous(pool: Sequence[Sequence[int]], current: int, n_prev: int, n:
     ``pool[current - n_prev:current]``; deterministic in (seed, doc_id, sent_idx) so training,
     validation and decoding draw the same context for a sentence whatever the order it is met in.
     Returned oldest first like true previous sentences."""
-    excluded = set(range(max(0, current - n_prev), current + 1))
-    allowed = len(pool) - len(excluded)
-    if allowed <= 0:
+    excluded = range(max(0, current - n_prev), current + 1)
+    if len(pool) <= len(excluded):
         raise ValueError(f"random_context: no sentence to draw for {doc_id}:{sent_idx} "
                          f"(pool of {len(pool)} sentences)")
-    rng = random.Random(seed * 1_000_003 + zlib.crc32(f"{doc_id}\t{sent_idx}".encode()))
-    out = []
-    for _ in range(n):
-        j = rng.randrange(allowed)
-        for e in sorted(excluded):  # map the j-th allowed index onto the pool
-            if j >= e:
-                j += 1
-        out.append(list(pool[j]))
-    return out
+    return _draw(pool, excluded, n, seed, doc_id, sent_idx)
 
 
 def pad_2d(seqs: Sequence[Sequence[int]], value: int = PAD_ID) -> torch.Tensor:
@@ -284,6 +275,68 @@ class RandomSentences(ContextRule):
         return self.rule
 
 
+@dataclass(frozen=True)
+class OtherDocumentSentences(ContextRule):
+    """The layout of ``rule`` with as many sentences as the true context holds, drawn from other
+    documents of the reading unit (a context ablation, Kim et al. 2019; Li et al. 2020): the
+    context's form and amount stay, its content no longer belongs to the document."""
+
+    rule: PreviousSentences | PreviousSentenceSlots
+
+    def context(self, doc: Sequence[Mapping], i: int) -> Any:
+        raise NotImplementedError("other documents' sentences are drawn over all documents: "
+                                  "use contexts()")
+
+    def contexts(self, docs: Sequence[Sequence[Mapping]], seed: int) -> list[list[Any]]:
+        pool = [r["src_ids"] for d in docs for r in d]
+        n = self.rule.k if isinstance(self.rule, PreviousSentences) else self.rule.n
+        out, start = [], 0
+        for d in docs:
+            own = range(start, start + len(d))
+            out.append([self.rule.context(
+                [{"src_ids": s} for s in _draw(pool, own, min(i, n), seed, str(r["doc_id"]),
+                                               int(r["sent_idx"]))] + [r], min(i, n))
+                for i, r in enumerate(d)])
+            start += len(d)
+        return out
+
+    def collate(self, contexts: Sequence[Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        return self.rule.collate(contexts)
+
+    def true_context(self) -> ContextRule:
+        return self.rule
+
+
+@dataclass(frozen=True)
+class NoContext(ContextRule):
+    """Every sentence gets the context a document's first sentence gets (none): what the
+    model makes of the sentence alone (CXMI's baseline, Fernandes et al. 2021)."""
+
+    rule: PreviousSentences | PreviousSentenceSlots
+
+    def context(self, doc: Sequence[Mapping], i: int) -> Any:
+        return self.rule.context([doc[i]], 0)
+
+    def collate(self, contexts: Sequence[Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        return self.rule.collate(contexts)
+
+    def true_context(self) -> ContextRule:
+        return self.rule
+
+
+def _draw(pool: Sequence[Sequence[int]], excluded: range, n: int, seed: int, doc_id: str,
+          sent_idx: int) -> list[list[int]]:
+    """``n`` sentences of ``pool`` outside ``excluded`` (a run of indices), uniformly;
+    deterministic in (seed, doc_id, sent_idx), so every reader draws the same for a sentence."""
+    allowed = len(pool) - len(excluded)
+    if n and allowed <= 0:
+        raise ValueError(f"context: no sentence to draw for {doc_id}:{sent_idx} outside its "
+                         f"{len(excluded)} (pool of {len(pool)} sentences)")
+    rng = random.Random(seed * 1_000_003 + zlib.crc32(f"{doc_id}\t{sent_idx}".encode()))
+    picks = [rng.randrange(allowed) for _ in range(n)]
+    return [list(pool[j + len(excluded) if j >= excluded.start else j]) for j in picks]
+
+
 class DocumentRule(ABC):
     """How a DOCUMENT-mode model reads whole (sub-)documents of tagged source sentences."""
 
@@ -357,6 +410,16 @@ class ModelInputs:
             return self
         return ModelInputs(tag=self.tag, restore_tag=self.restore_tag, heads=self.heads,
                            schedule=self.schedule)
+
+    def ablated(self, condition: str) -> "ModelInputs":
+        """The same inputs with the context of ``condition``: ``true`` (the document's),
+        ``random`` (:class:`OtherDocumentSentences`) or ``empty`` (:class:`NoContext`). A model
+        without a context rule reads no context: its inputs are the same under every condition."""
+        if self.context is None or condition == "true":
+            return self
+        rule = self.context.true_context()
+        make = {"random": OtherDocumentSentences, "empty": NoContext}[condition]
+        return replace(self, context=make(rule))
 
     def add_context(self, docs: Sequence[Sequence[dict]], seed: int) -> None:
         """Give every row of ``docs`` its context under ``CTX_KEY`` (CONTEXT mode)."""

@@ -137,6 +137,11 @@ def _discourse_consistency(plan: Any) -> Options:
     return {"stop_top_k": s["consistency_stop_top_k"], "min_chars": s["consistency_min_chars"]}
 
 
+def _context_cxmi(plan: Any, model: str) -> Options:
+    """Bootstrap resamples as the scores' (config score.bootstrap_samples)."""
+    return {"draws": plan.config["score"]["bootstrap_samples"]}
+
+
 def _discourse_contrastive(plan: Any, model: str) -> Options:
     return {"suites": plan.suites, "max_examples": plan.config["score"]["discourse_max_examples"],
             "lang_pair": "-".join(plan.lang_pair)}
@@ -165,5 +170,6 @@ _BUILDERS: dict[str, Callable[..., Options]] = {
     "score_test": _score_test,
     "discourse_consistency": _discourse_consistency,
     "discourse_contrastive": _discourse_contrastive,
+    "context_cxmi": _context_cxmi,
     "report": _report,
 }

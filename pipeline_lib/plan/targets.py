@@ -45,6 +45,8 @@ class Targets:
             "discourse_consistency": [{}],
             "discourse_contrastive": ([{"model": m} for m in self.models]
                                       if self.suites else []),
+            "context_cxmi": [{"model": m, "corpus": c, "split": s}
+                             for m, c, s in self.cxmi_sets()],
         }
         return {rule: wildcards for rule, wildcards in jobs.items() if wildcards}
 
@@ -63,6 +65,7 @@ class Targets:
             "shards": [r.make_shards(c) for c in self.corpora],
             "train": [r.train_model(job).manifest for job in self.jobs],
             "decode": [r.decode_test(m, c, s).manifest for m, c, s, _ in self.hypotheses()],
+            "cxmi": [r.context_cxmi(m, c, s).cxmi for m, c, s in self.cxmi_sets()],
             "benchmarks": [path for _, path in self.benchmarks()],
         }
 
@@ -85,8 +88,19 @@ class Targets:
                   self.jobs[job].init_from or ""] for job in self.jobs]
         args += [["--decode", m, r.decode_test(m, c, s).manifest]
                  for m, c, s, _ in self.hypotheses()]
+        args += [["--cxmi", m, f"{c}/{s}", r.context_cxmi(m, c, s).cxmi]
+                 for m, c, s in self.cxmi_sets()]
         args += [["--benchmark", rule, path] for rule, path in self.benchmarks()]
         return " ".join(shlex.quote(a) for flag in args for a in flag)
+
+    def cxmi_sets(self) -> list[tuple[str, str, str]]:
+        """(model, corpus, split) scored with true, random and empty context (config
+        score.context_ablation): every model of ``models``, the sentence-level ones as the
+        measure's check (0 by construction), on every test set."""
+        if not self.config["score"]["context_ablation"]:
+            return []
+        return [(m, c, s) for m in self.models for c in self.test_corpora
+                for s in self.test_splits]
 
     # --- targets -------------------------------------------------------------------------
     def final_targets(self) -> list[str]:
@@ -101,6 +115,7 @@ class Targets:
         t += [r.score_test().scores, r.discourse_consistency().consistency]
         if self.suites:
             t += [r.discourse_contrastive(m).contrastive for m in self.models]
+        t += [r.context_cxmi(m, c, s).cxmi for m, c, s in self.cxmi_sets()]
         downloads = self.config["downloads"]
         t += [r.download(d).manifest for d in downloads["corpora"]]
         if downloads["ldc_required"]:

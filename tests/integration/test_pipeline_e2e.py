@@ -159,3 +159,31 @@ def test_every_training_and_decoding_job_is_benchmarked(tiny_pipeline):
         assert float(row["s"]) > 0
     for system in _plan(tiny_pipeline).systems:
         assert (bench / "decode_test" / system / "extra" / "test.tsv").is_file()
+
+
+def test_context_ablation_measures_every_model_on_every_test_set(tiny_pipeline):
+    """Issue 34 item 3 through the real DAG: every model's references are scored with true,
+    random and empty context; a sentence-level model's CXMI is exactly 0, DocT and CAMN are
+    measured, the cache and cross-task are reported as not measured with the reason, and the
+    report has the section."""
+    root = tiny_pipeline / "results" / "context_cxmi"
+    for model in ("transformer", "dbsa", "doct", "cache", "camn", "crosstask"):
+        for corpus in ("bible", "extra"):
+            record = json.loads((root / model / corpus / "test.json").read_text())
+            assert record["sentences"] > 0, (model, corpus)
+            if model in ("cache", "crosstask"):
+                assert "not_measured" in record, (model, record)
+            elif model in ("transformer", "dbsa"):
+                assert record["reads_context"] is False
+                assert {c["nats_per_sentence"] for c in record["contrasts"].values()} == {0.0}
+            else:
+                assert record["reads_context"] is True
+                ll = record["loglik_per_sentence"]
+                assert ll["true"] != ll["empty"], (model, corpus, record)
+                if record["documents"] > 1:
+                    assert ll["true"] != ll["random"], (model, corpus, record)
+                else:   # the extra corpus: one document, no other to draw from
+                    assert "no other document" in record["random_not_measured"]
+    report = (tiny_pipeline / "results" / "report" / "report.md").read_text()
+    assert "Context use: forced decoding with true, random and empty context" in report
+

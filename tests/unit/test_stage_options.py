@@ -36,6 +36,7 @@ STAGE_CLIS = {
     "score_test": ("pipeline_lib.evaluate.score", None),
     "discourse_consistency": ("pipeline_lib.evaluate.discourse", "consistency"),
     "discourse_contrastive": ("pipeline_lib.evaluate.discourse", "contrastive"),
+    "context_cxmi": ("pipeline_lib.evaluate.cxmi", None),
     "report": ("pipeline_lib.evaluate.report.build", None),
 }
 
@@ -102,7 +103,7 @@ def test_options_after_a_double_dash_belong_to_the_command_behind_it():
 
 def _wildcards(plan: Plan, rule: str) -> dict[str, str]:
     """One job's wildcards of ``rule`` (the builders read ``model`` only)."""
-    return {"model": next(iter(plan.systems))} if rule in ("decode_test",
+    return {"model": next(iter(plan.systems))} if rule in ("decode_test", "context_cxmi",
                                                             "discourse_contrastive") else \
         {"corpus": plan.corpora[0]} if rule == "ingest_corpus" else {}
 
@@ -138,6 +139,7 @@ def test_a_setting_reruns_only_the_stages_that_read_it():
     base = Plan(load_config())
     noisy = Plan(load_config(overrides={"noise": {"mask_rate": 0.3}}))
     changed = {r for r in _BUILDERS if r not in ("decode_test", "discourse_contrastive",
+                                                 "context_cxmi",
                                                  "ingest_corpus")
                and base.options(r) != noisy.options(r)}
     assert changed == {"noise_docs", "report"}

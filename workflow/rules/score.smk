@@ -60,6 +60,30 @@ rule discourse_consistency:
         " --output {output.consistency:q} > {log:q} 2>&1"
 
 
+rule context_cxmi:
+    input:
+        checkpoint=plan.checkpoint("{model}"),
+        shards=plan.results.make_shards(),
+        spm=plan.results.train_bpe().model,
+    output:
+        **plan.results.context_cxmi(),
+    log:
+        plan.results.log("context_cxmi"),
+    benchmark:
+        plan.results.benchmark("context_cxmi")
+    params:
+        shards=lambda wc: plan.decode_shards(wc.model, wc.corpus, wc.split),
+        options=lambda wc: plan.options("context_cxmi", model=wc.model),
+        code=lambda wc: plan.model_code(wc.model, "evaluate.cxmi"),
+    threads: 1
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "python -m pipeline_lib.evaluate.cxmi --checkpoint {input.checkpoint:q}"
+        " --shards {params.shards:q} --spm {input.spm:q} --output {output.cxmi:q}"
+        " --options {params.options:q} --threads {threads} > {log:q} 2>&1"
+
+
 rule discourse_contrastive:
     input:
         checkpoint=plan.checkpoint("{model}"),

@@ -13,10 +13,11 @@ from pipeline_lib import stage_options
 from pipeline_lib.atomic import write_text
 from pipeline_lib.evaluate import report
 from pipeline_lib.evaluate.report.chains import job_roles, start_updates
+from pipeline_lib.evaluate.report.context_use import context_table
 from pipeline_lib.evaluate.report.document import (BLEU_FILE, CONFIG_FILE, CURVES_FILE, NA,
                                                    Figure, Section, Table)
 from pipeline_lib.evaluate.report.inputs import Inputs, read_inputs
-from pipeline_lib.evaluate.report.noise import noise_floor_block
+from pipeline_lib.evaluate.report.data_gap import data_gap_block
 from pipeline_lib.evaluate.report.plots import curve_styles, plot_bleu, plot_curves
 from pipeline_lib.evaluate.report.render import to_html, to_markdown
 from pipeline_lib.evaluate.report.results import bleu_table, results_table, seeds_table
@@ -70,10 +71,11 @@ def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
         bleu.blocks.append(across)
     sections = [
         Section("Verdict", [regime_text(inputs), verdict_table(inputs),
-                            noise_floor_block(inputs), budget_table(inputs, starts)]),
+                            data_gap_block(inputs), budget_table(inputs, starts)]),
         Section("Run", [run_table(inputs, manifests)]),
         bleu,
         *([Section("All metrics", metrics)] if metrics else []),
+        *([Section("Context use", [context_table(inputs.cxmi)])] if inputs.cxmi else []),
         Section("Discourse", discourse_table(models, inputs.consistency, inputs.contrastive,
                                              inputs.suites)),
         Section("Training", [curves, jobs_table(inputs, starts, roles)]),
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", nargs=2, action="append", default=[],
                     metavar=("CORPUS", "MANIFEST"), help="a corpus's make_shards manifest "
                                                          "(repeatable)")
+    ap.add_argument("--cxmi", nargs=3, action="append", default=[],
+                    metavar=("MODEL", "TEST_SET", "JSON"),
+                    help="context_cxmi's record of a model on one test set (corpus/split)")
     ap.add_argument("--benchmark", nargs=2, action="append", default=[],
                     metavar=("RULE", "TSV"), help="a job's Snakemake benchmark file (repeatable)")
     ap.add_argument("--config-json", required=True,

@@ -10,7 +10,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,8 @@ class Inputs:
     shards: dict[str, dict | None]           # corpus -> make_shards manifest
     benchmarks: dict[str, list[dict | None]]  # rule -> one record per job
     config: dict
+    # model -> (test set, context_cxmi record) per test set
+    cxmi: dict[str, list[tuple[str, dict | None]]] = field(default_factory=dict)
 
 
 def read_json(path: Path) -> dict | None:
@@ -121,6 +123,9 @@ def read_inputs(args: argparse.Namespace, manifest: Manifest) -> Inputs:
     decode: dict[str, list[dict | None]] = defaultdict(list)
     for system, path in args.decode:
         decode[system].append(read(path))
+    cxmi: dict[str, list[tuple[str, dict | None]]] = defaultdict(list)
+    for model, test_set, path in args.cxmi:
+        cxmi[model].append((test_set, read(path)))
     benchmarks: dict[str, list[dict | None]] = defaultdict(list)
     for rule, path in args.benchmark:
         benchmarks[rule].append(read(path, read_benchmark))
@@ -136,4 +141,5 @@ def read_inputs(args: argparse.Namespace, manifest: Manifest) -> Inputs:
         shards={c: read(p) for c, p in args.shards},
         benchmarks=dict(benchmarks),
         config=json.loads(args.config_json),
+        cxmi=dict(cxmi),
     )
