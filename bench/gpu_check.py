@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from pipeline_lib.evaluate.decision import Evidence, decide  # noqa: E402  (the one rule)
+
 PY = sys.executable
 #: commands that failed (not a budget stop): the exit status says the check is incomplete
 FAILED: list[str] = []
@@ -190,10 +193,12 @@ def verdict(spec: dict) -> list[str]:
     lines = [f"Test set {ts}: " + ", ".join(f"{m} {r['bleu']:.2f}" for m, r in rows.items())]
     for model, control in scores["controls"].items():
         c = rows[model]["control"]
-        better = c["bleu_delta"] > 0 and c["bleu_significant"]
-        lines.append(f"Verdict: {model} {'beats' if better else 'does not beat'} its matched "
-                     f"control {control}: Δ {c['bleu_delta']:+.2f} BLEU, p {c['bleu_p']} "
-                     f"(paired bootstrap; GPU slice, capped: see the stop table)")
+        said = decide(Evidence(c["bleu_delta"], 1, c["bleu_significant"],
+                               [c.get("bleu_delta_ci_documents")]))
+        lines.append(f"Verdict: {model} against its matched control {control}: {said}: "
+                     f"Δ {c['bleu_delta']:+.2f} BLEU, p {c['bleu_p']}, document interval "
+                     f"{c.get('bleu_delta_ci_documents')} (paired bootstrap; GPU slice, "
+                     "capped: see the stop table)")
     return lines
 
 

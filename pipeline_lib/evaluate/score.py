@@ -334,7 +334,39 @@ def _against(ts: TestSet, model: str, control: str, cfg: ScoreConfig, sent_refs,
         out[f"{key}_p"] = 1.0 if no_difference(systems[0][1], systems[1][1], base_res, res) \
             else round(float(res.p_value), 4)
         out[f"{key}_significant"] = out[f"{key}_p"] < cfg.significance_level
+    out.update(delta_intervals(ts, model, control, cfg, sent_refs))
     return out
+
+
+def delta_intervals(ts: TestSet, model: str, control: str, cfg: ScoreConfig,
+                    sent_refs) -> dict[str, list[float]]:
+    """95 % percentile intervals of BLEU(model) − BLEU(control) under a paired bootstrap that
+    resamples whole documents (``bleu_delta_ci_documents``) and single sentences
+    (``bleu_delta_ci_sentences``): each draw takes the same units for both systems and
+    recomputes both corpus BLEUs from sacreBLEU's own sentence statistics
+    (:mod:`pipeline_lib.evaluate.resample` says why documents). Seed: ``SACREBLEU_SEED``, as
+    sacreBLEU's own test."""
+    import os
+
+    import numpy as np
+
+    from pipeline_lib.evaluate.resample import statistic_interval
+
+    bleu = BLEU(lowercase=cfg.lowercase)
+    mine, theirs = (np.asarray(bleu._extract_corpus_statistics(ts.hyps[s], sent_refs), float)
+                    for s in (model, control))
+    width = mine.shape[1]
+
+    def delta(summed: np.ndarray) -> float:
+        return (bleu._compute_score_from_stats(summed[:width]).score
+                - bleu._compute_score_from_stats(summed[width:]).score)
+
+    both = np.concatenate([mine, theirs], axis=1)
+    seed = int(os.environ.get("SACREBLEU_SEED", "12345"))
+    units = {"documents": [d for d, _ in ts.keys], "sentences": list(range(len(ts.keys)))}
+    return {f"bleu_delta_ci_{name}": statistic_interval(both, groups, delta,
+                                                        cfg.bootstrap_samples, seed, digits=2)
+            for name, groups in units.items()}
 
 
 def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, doc_refs,

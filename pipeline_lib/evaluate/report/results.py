@@ -1,6 +1,6 @@
 """The tables of the test scores (``score_test``'s scores.json): BLEU with its 95 % intervals,
 the statistics across seeds, all metrics; and which baseline a system is tested against and
-which test set a verdict is read on, which the verdict and the noise floor read too."""
+which test set a verdict is read on, which the verdict and the data-subset gap read too."""
 
 from __future__ import annotations
 

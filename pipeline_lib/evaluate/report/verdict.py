@@ -1,15 +1,15 @@
 """The Verdict section, the page's first: the regime, whether each model beats its matched
-control (and by more than the noise floor), and every job's training budget and stop rule, so a
-reader sees whether a model and its control had the same budget."""
+control under the stated rule (pipeline_lib/evaluate/decision.py), and every job's training
+budget and stop rule, so a reader sees whether a model and its control had the same budget."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from pipeline_lib.evaluate.decision import RULE, Evidence, decide
 from pipeline_lib.evaluate.report.chains import job_roles, regime, stopped, system_groups
 from pipeline_lib.evaluate.report.document import NA, Table, Text, fmt
 from pipeline_lib.evaluate.report.inputs import Inputs
-from pipeline_lib.evaluate.report.noise import exceeds, noise_floor, noise_pairs
 from pipeline_lib.evaluate.report.results import verdict_test_set
 
 
@@ -47,15 +47,20 @@ def _updates(inputs: Inputs, systems: list[str]) -> str:
     return "/".join(fmt(x) for x in steps)
 
 
+def _interval(c: dict | None, key: str = "bleu_delta_ci_documents") -> str:
+    ci = (c or {}).get(key)
+    return NA if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
 def verdict_table(inputs: Inputs) -> Table:
-    """One line per model with a matched control: does it beat it on the test set (the paired
-    bootstrap with one seed; the paired t-test across seeds with several), by how much, whether
-    that Δ exceeds the noise floor (:func:`noise_floor`: a Δ within it could be the shards
-    alone), in which regime, after how many updates of each."""
+    """One line per model with a matched control: the verdict under the stated rule
+    (:mod:`pipeline_lib.evaluate.decision`), Δ BLEU (with several seeds its mean ± sd), each
+    seed's paired-bootstrap interval of Δ resampling documents (with one seed also sentences),
+    the p-value the rule reads, in which regime, after how many updates of each."""
     scores = inputs.scores or {}
-    t = Table("Verdict", ["Model", "Verdict", "Δ BLEU vs control", "p", "Exceeds noise floor",
-                          "Matched control", "Updates: model", "Updates: control",
-                          "Stopped: model / control"])
+    t = Table("Verdict", ["Model", "Verdict", "Δ BLEU vs control",
+                          "Δ 95 % CI: documents (sentences)", "p", "Matched control",
+                          "Updates: model", "Updates: control", "Stopped: model / control"])
     if not scores:
         t.notes.append(f"Scores: {NA} (not read).")
         return t
@@ -66,7 +71,6 @@ def verdict_table(inputs: Inputs) -> Table:
     groups = system_groups(inputs)
     mode = regime(inputs.train)
     roles = job_roles(inputs)
-    floor = noise_floor(noise_pairs(inputs))
     seen: set[str] = set()
     for system in scores["models"]:
         group = groups.get(system, system)
@@ -75,34 +79,31 @@ def verdict_table(inputs: Inputs) -> Table:
         seen.add(group)
         members = [s for s in scores["models"] if groups.get(s, s) == group]
         if system not in controls:
-            t.rows.append([group, f"no matched control ({mode})", "", "", NA, "",
+            t.rows.append([group, f"no matched control ({mode})", "", "", "", "",
                            _updates(inputs, members), "", "; ".join(
                                stopped(inputs.train.get(inputs.systems.get(x, x)))
                                for x in members)])
             continue
         ctrl = [controls[s] for s in members]
+        per_seed = [res["models"][s].get("control") for s in members]
         if "seeds" in res and group in res["seeds"] and "control" in res["seeds"][group]:
             c = res["seeds"][group]["control"]
             delta = f"{c['mean']:+.2f}" + (f" ± {c['sd']:.2f}" if c["sd"] is not None else "") + \
                 f" ({c['seeds']} seeds, {c['wins']} better)"
-            p, significant, mean = c["p"], c["significant"], c["mean"]
-            test = "paired t-test across seeds"
-            ctrl_name = c["group"]
+            evidence = Evidence(c["mean"], c["seeds"], c["significant"],
+                                [(x or {}).get("bleu_delta_ci_documents") for x in per_seed])
+            p, test, ctrl_name = c["p"], "paired t-test across seeds", c["group"]
+            ci = "; ".join(_interval(x) for x in per_seed)
         else:
-            c = res["models"][system].get("control")
+            c = per_seed[0]
             if c is None:
                 continue
-            delta, p, significant, mean = (f"{c['bleu_delta']:+.2f}", c["bleu_p"],
-                                           c["bleu_significant"], c["bleu_delta"])
-            test = "paired bootstrap"
-            ctrl_name = c["system"]
-        if significant and mean > 0:
-            verdict = "beats its control"
-        elif significant and mean < 0:
-            verdict = "does not beat its control: significantly worse"
-        else:
-            verdict = "does not beat its control: no significant difference"
-        verdict += f" ({mode})"
+            delta = f"{c['bleu_delta']:+.2f}"
+            evidence = Evidence(c["bleu_delta"], 1, c["bleu_significant"],
+                                [c.get("bleu_delta_ci_documents")])
+            p, test, ctrl_name = c["bleu_p"], "paired bootstrap", c["system"]
+            ci = f"{_interval(c)} ({_interval(c, 'bleu_delta_ci_sentences')})"
+        verdict = f"{decide(evidence)} ({mode})"
         jobs = [inputs.train.get(inputs.systems.get(x, x)) for x in members + ctrl]
         capped = sorted({r.job for r in jobs if r is not None and
                          r.stop.get("reason") == "max_steps"})
@@ -110,16 +111,17 @@ def verdict_table(inputs: Inputs) -> Table:
             verdict += f"; not converged: {', '.join(capped)} hit max_steps"
         stops = " / ".join("; ".join(stopped(inputs.train.get(inputs.systems.get(x, x)))
                                      for x in side) for side in (members, ctrl))
-        t.rows.append([group, verdict, delta, "n/a" if p is None else f"{p:.4f} ({test})",
-                       exceeds(mean, floor), ctrl_name, _updates(inputs, members),
-                       _updates(inputs, ctrl), stops])
-    t.notes.append(f"On test set {ts}; significant: p < {level}. With one seed the p-value is "
-                   "sacreBLEU's paired bootstrap of the model against its matched control; with "
-                   "several, a paired t-test of the per-seed differences (each seed's model "
-                   "against the same seed's control) and 'better' counts the seeds where the "
-                   "model scored higher (section 'Across seeds'). Exceeds noise floor: "
-                   "whether the Δ (with several seeds, its mean) is larger than the noise floor "
-                   "below; n/a without a floor or a control.")
+        t.rows.append([group, verdict, delta, ci, "n/a" if p is None else f"{p:.4f} ({test})",
+                       ctrl_name, _updates(inputs, members), _updates(inputs, ctrl), stops])
+    t.notes.append(RULE)
+    t.notes.append(f"On test set {ts}; significant: p < {level}. With several seeds, p is the "
+                   "paired t-test of the per-seed differences (each seed's model against the "
+                   "same seed's control) and 'better' counts the seeds where the model scored "
+                   "higher (section 'Across seeds'); with one seed, sacreBLEU's paired "
+                   "bootstrap of the model against its control. Intervals: score_test's paired "
+                   "bootstrap of Δ resampling whole documents (their sentences' errors are "
+                   "correlated), one per seed; with one seed the sentence-resampled interval "
+                   "follows in parentheses.")
     return t
 
 

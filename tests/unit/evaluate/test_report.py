@@ -19,7 +19,7 @@ from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 from pipeline_lib.evaluate.score import SIG_MARK
 from pipeline_lib.layout import SENT_SUFFIX
 from pipeline_lib.evaluate import discourse, score
-from pipeline_lib.evaluate.report import build, document, noise, render
+from pipeline_lib.evaluate.report import build, data_gap, document, render
 from pipeline_lib.evaluate.report.chains import start_updates
 from pipeline_lib.evaluate.report.inputs import Inputs, TrainRun, read_benchmark
 from pipeline_lib.evaluate.report.verdict import verdict_table
@@ -232,7 +232,7 @@ def md_rows(text: str) -> list[list[str]]:
             if line.startswith("| ") and not line.startswith("|---")]
 
 
-NO_FLOOR = ("Noise floor: none measured: no pair of controls differing only in their shards "
+NO_GAP = ("Data-subset gap: none measured: no pair of controls differing only in their shards "
             "(no two evaluated systems trained alike from the same checkpoint on different "
             "shards).")
 
@@ -401,17 +401,22 @@ def test_report_opens_with_its_verdict_regime_and_budgets(tmp_path):
     verdict = section(md, "Verdict")
     assert verdict.lstrip().startswith("Regime: smoke.")
     rows = md_rows(verdict.split("### Budgets")[0])
-    assert rows[0][:5] == ["Model", "Verdict", "Δ BLEU vs control", "p", "Exceeds noise floor"]
+    assert rows[0][:5] == ["Model", "Verdict", "Δ BLEU vs control",
+                           "Δ 95 % CI: documents (sentences)", "p"]
     scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
     c = scores["doct"]["control"]
     doct = rows[1]
     assert doct[0] == "doct" and doct[5] == "transformer_plus100_doc"
     assert c["bleu_significant"] and c["bleu_delta"] < 0      # the fixture's control is better
-    assert doct[1] == "does not beat its control: significantly worse (smoke)"
-    assert doct[2] == f"{c['bleu_delta']:+.2f}" and doct[3] == f"{c['bleu_p']:.4f} (paired bootstrap)"
+    # one seed: no verdict under the rule, only what its bootstrap says
+    assert doct[1] == "not decided: one seed (its bootstrap: significantly worse) (smoke)"
+    assert doct[2] == f"{c['bleu_delta']:+.2f}" and doct[4] == f"{c['bleu_p']:.4f} (paired bootstrap)"
+    lo, hi = c["bleu_delta_ci_documents"]
+    slo, shi = c["bleu_delta_ci_sentences"]
+    assert doct[3] == f"[{lo:+.2f}, {hi:+.2f}] ([{slo:+.2f}, {shi:+.2f}])"
+    assert "Rule: a model beats its matched control where the mean Δ BLEU" in verdict
     assert doct[6:] == ["100", "100", "max_steps @ 100 / max_steps @ 100"]
-    assert doct[4] == "n/a"                              # one control: no noise floor
-    assert NO_FLOOR in verdict.split("### Budgets")[0].splitlines() and "### Noise floor" not in md
+    assert NO_GAP in verdict.split("### Budgets")[0].splitlines() and "### Data-subset gap" not in md
     budgets = {r[0]: r for r in md_rows(verdict.split("### Budgets")[1])[1:]}
     # _train: 400 target tokens per update; doct starts at the baseline's best (update 150)
     assert budgets["transformer"][1:9] == ["baseline", "transformer", "200", "80,000", "400", "0",
@@ -455,7 +460,10 @@ def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_pat
     scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]
     c = scores["seeds"]["doct"]["control"]
     row = md_rows(section(md, "Verdict"))[1]
-    assert row[0] == "doct" and row[5] == "ctrl" and row[3].endswith("(paired t-test across seeds)")
+    assert row[0] == "doct" and row[5] == "ctrl" and row[4].endswith("(paired t-test across seeds)")
+    assert row[3].count("; ") == 2                       # each seed's document interval of Δ
+    assert row[1].split(" (")[0] in ("beats its control", "worse than its control") or \
+        row[1].startswith("does not beat its control: ")
     assert row[2] == f"{c['mean']:+.2f} ± {c['sd']:.2f} (3 seeds, {c['wins']} better)"
     assert row[6] == row[7] == "100/100/100"
     across = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals")
@@ -475,13 +483,13 @@ def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_pat
 
 
 # ------------------------------------------------------------------------------------------------
-# the noise floor: systems trained alike that differ only in the shards they read
+# the data-subset gap: systems trained alike that differ only in the shards they read
 # ------------------------------------------------------------------------------------------------
 
-def test_noise_floor_is_the_gap_between_controls_that_differ_only_in_their_shards(tmp_path):
+def test_the_data_subset_gap_is_between_controls_that_differ_only_in_their_shards(tmp_path):
     """doct (document shards) and dbsa (the sentence shards, standing in for the parsed
     subset) each get a control continued from the baseline's checkpoint for the same updates:
-    the two controls differ only in the shards they read, so their BLEU gap is the floor. The
+    the two controls differ only in the shards they read, so their BLEU gap is the data's. The
     models differ from each other and from their controls in the model, the baseline from the
     controls in its parent and updates: no other pair."""
     paths = build_results(tmp_path, ["transformer", "doct", "dbsa"],
@@ -498,26 +506,23 @@ def test_noise_floor_is_the_gap_between_controls_that_differ_only_in_their_shard
     verdict = section(md, "Verdict")
     scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]["models"]
     doc, heads = (scores[f"transformer_plus100_{d}"]["bleu"] for d in ("doc", "heads"))
-    floor = round(abs(doc - heads), 2)
-    assert floor > 0
-    table = verdict.split("### Noise floor\n")[1].split("### Budgets")[0]
+    gap = round(abs(doc - heads), 2)
+    assert gap > 0
+    table = verdict.split("### Data-subset gap\n")[1].split("### Budgets")[0]
     rows = md_rows(table)
     assert rows == [["Pair", "BLEU each", "Absolute Δ BLEU", "p"],
                     ["transformer_plus100_doc vs transformer_plus100_heads",
-                     f"{doc:.2f} / {heads:.2f}", f"{floor:.2f}", "n/a"]]   # score_test: no test
-    assert f"- Noise floor: {floor:.2f} BLEU on bible/test, the largest difference" in table
+                     f"{doc:.2f} / {heads:.2f}", f"{gap:.2f}", "n/a"]]   # score_test: no test
+    assert f"- Data-subset gap: {gap:.2f} BLEU on bible/test, the largest difference" in table
+    assert "not noise" in table
     assert ("- transformer_plus100_doc reads "
             f"{paths['results'] / 'make_shards/bible/doc/dev'}, "
             f"{paths['results'] / 'make_shards/bible/doc/train'}; transformer_plus100_heads "
             f"reads {paths['results'] / 'make_shards/bible/sent/dev'}") in table
     # right after the verdict table, before the budgets
-    assert verdict.index("| doct |") < verdict.index("### Noise floor") < verdict.index("### Budgets")
-    exceeding = {r[0]: (r[2], r[4]) for r in md_rows(verdict.split("### Noise floor")[0])[1:]}
-    for model, control in (("doct", "transformer_plus100_doc"), ("dbsa", "transformer_plus100_heads")):
-        delta = scores[model]["control"]["bleu_delta"]
-        assert exceeding[model] == (f"{delta:+.2f}", "yes" if abs(delta) > floor else "no")
+    assert verdict.index("| doct |") < verdict.index("### Data-subset gap") < verdict.index("### Budgets")
     html = (out / "index.html").read_text()
-    assert html.index("<h3>Noise floor</h3>") < html.index("<h3>Budgets")
+    assert html.index("<h3>Data-subset gap</h3>") < html.index("<h3>Budgets")
 
 
 def _run(tmp_path: Path, job: str, parent: str | None, reads: str | None, seed: int = 1,
@@ -554,7 +559,7 @@ def _inputs(tmp_path: Path, bleu: dict[str, float], controls: dict[str, str],
 
 def _smoke_run(tmp_path: Path, heads_seed: int = 1) -> Inputs:
     """The smoke run of the issue: the two controls 1.46 BLEU apart; doct 2.00 above its
-    control, dbsa 1.00 below its own, camn exactly the floor below its own."""
+    control, dbsa 1.00 below its own, camn 1.46 below its own (as large as the gap)."""
     runs = [_run(tmp_path, "transformer", None, "sent", steps=200),
             _run(tmp_path, "doct", "transformer", "doc", model="doct"),
             _run(tmp_path, "dbsa", "transformer", "heads", model="dbsa"),
@@ -568,55 +573,53 @@ def _smoke_run(tmp_path: Path, heads_seed: int = 1) -> Inputs:
     return _inputs(tmp_path, bleu, controls, runs)
 
 
-def test_models_above_and_below_the_noise_floor(tmp_path):
+def test_the_gap_of_the_data_subsets_is_shown_not_compared_as_noise(tmp_path):
     inputs = _smoke_run(tmp_path)
-    pairs = noise.noise_pairs(inputs)
+    pairs = data_gap.data_pairs(inputs)
     assert [(p.first, p.second, p.delta, p.p) for p in pairs] == [
         ("transformer_plus150_doc", "transformer_plus150_heads", 1.46, None)]
     assert pairs[0].reads == (["results/make_shards/bible/doc/train"],
                               ["results/make_shards/bible/heads/train"])
-    assert noise.noise_floor(pairs) == 1.46
-    block = noise.noise_floor_block(inputs)
+    assert data_gap.largest_gap(pairs) == 1.46
+    block = data_gap.data_gap_block(inputs)
     assert block.rows == [["transformer_plus150_doc vs transformer_plus150_heads",
                            "13.78 / 12.32", "1.46", "n/a"]]
+    # the verdict no longer weighs a Δ against the gap: it is not noise (issue 34)
     verdict = verdict_table(inputs)
-    exceeds = {r[0]: (r[2], r[4]) for r in verdict.rows}
-    assert exceeds == {"doct": ("+2.00", "yes"), "dbsa": ("-1.00", "no"),
-                       "camn": ("-1.46", "no")}      # a Δ equal to the floor does not exceed it
-    assert noise.exceeds(None, 1.46) == noise.exceeds(2.0, None) == "n/a"
+    assert "Exceeds noise floor" not in verdict.header
+    assert {r[0]: r[2] for r in verdict.rows} == {"doct": "+2.00", "dbsa": "-1.00",
+                                                  "camn": "-1.46"}
 
 
-def test_no_pair_gives_one_line_and_no_floor(tmp_path):
+def test_no_pair_gives_one_line_and_no_gap(tmp_path):
     inputs = _smoke_run(tmp_path, heads_seed=2)   # the controls now differ in their seed too
-    assert noise.noise_pairs(inputs) == [] and noise.noise_floor([]) is None
-    block = noise.noise_floor_block(inputs)
-    assert isinstance(block, document.Text) and block.paragraphs == [NO_FLOOR]
-    assert {r[0]: r[4] for r in verdict_table(inputs).rows} == {
-        "doct": "n/a", "dbsa": "n/a", "camn": "n/a"}
+    assert data_gap.data_pairs(inputs) == [] and data_gap.largest_gap([]) is None
+    block = data_gap.data_gap_block(inputs)
+    assert isinstance(block, document.Text) and block.paragraphs == [NO_GAP]
     md = render.to_markdown("t", [document.Section("Verdict", [block])])
-    assert md.splitlines()[2:] == ["## Verdict", "", NO_FLOOR]   # one line
-    unscored = noise.noise_floor_block(replace(inputs, scores=None))
-    assert unscored.paragraphs == ["Noise floor: n/a (scores not read)."]
+    assert md.splitlines()[2:] == ["## Verdict", "", NO_GAP]   # one line
+    unscored = data_gap.data_gap_block(replace(inputs, scores=None))
+    assert unscored.paragraphs == ["Data-subset gap: n/a (scores not read)."]
 
 
 def test_a_pair_differs_in_its_data_and_nothing_else(tmp_path):
     base = _run(tmp_path, "a", "transformer", "doc")
     same = dict(job="b", parent="transformer", reads="heads")
-    assert noise.differ_only_in_data(base, _run(tmp_path, **same))
+    assert data_gap.differ_only_in_data(base, _run(tmp_path, **same))
     for differs in ({"reads": "doc"},                  # the same shards: nothing differs
                     {"reads": None},                   # shards not recorded: cannot tell
                     {"seed": 2},                       # a train setting
                     {"steps": 150},                    # the updates
                     {"model": "doct"},                 # the model
                     {"parent": "other"}):              # the checkpoint it starts from
-        assert not noise.differ_only_in_data(base, _run(tmp_path, **{**same, **differs})), differs
+        assert not data_gap.differ_only_in_data(base, _run(tmp_path, **{**same, **differs})), differs
     no_manifest = TrainRun("c", tmp_path / "c" / "manifest.json", None, [], "transformer")
-    assert not noise.differ_only_in_data(base, no_manifest)
+    assert not data_gap.differ_only_in_data(base, no_manifest)
     # decoded differently (b_sent: each sentence alone) is no pair, decoded alike is
     inputs = _inputs(tmp_path, {"a": 10.0, "b_sent": 11.0, "b": 12.0}, {},
                      [base, _run(tmp_path, **same)])
     inputs.systems["b_sent"] = "b"
-    assert [(p.first, p.second) for p in noise.noise_pairs(inputs)] == [("a", "b")]
+    assert [(p.first, p.second) for p in data_gap.data_pairs(inputs)] == [("a", "b")]
 
 
 def test_a_pair_shows_the_p_value_where_score_test_tested_it(tmp_path):
@@ -627,9 +630,9 @@ def test_a_pair_shows_the_p_value_where_score_test_tested_it(tmp_path):
                       _run(tmp_path, "b", "transformer", "heads"),
                       _run(tmp_path, "c", "transformer", "sent")])
     inputs.scores["results"]["bible/test"]["models"]["c"]["bleu_p"] = 0.2   # c against baseline a
-    pairs = {(p.first, p.second): p.p for p in noise.noise_pairs(inputs)}
+    pairs = {(p.first, p.second): p.p for p in data_gap.data_pairs(inputs)}
     assert pairs == {("a", "b"): 0.001, ("a", "c"): 0.2, ("b", "c"): None}
-    assert [r[3] for r in noise.noise_floor_block(inputs).rows] == ["0.0010", "0.2000", "n/a"]
+    assert [r[3] for r in data_gap.data_gap_block(inputs).rows] == ["0.0010", "0.2000", "n/a"]
 
 
 def test_budget_table_shows_each_jobs_schedule_and_stop_rule(tmp_path):

@@ -284,3 +284,36 @@ def test_paired_t_without_spread():
     same = score.paired_t([0.5, 0.5, 0.5], 0.05)
     assert same["p"] == 0.0 and same["significant"] and same["t"] is None
     assert score.paired_t([0.0, 0.0], 0.05)["p"] == 1.0
+
+
+def test_the_interval_of_a_delta_resamples_documents_and_sentences(tmp_path):
+    """Issue 34 item 5: a paired bootstrap interval of Δ BLEU against the control. "good" beats
+    "poor" in every document: both intervals lie above 0 and hold the observed Δ; a copy's
+    Δ interval is exactly [0, 0]. Where the gain sits in a few documents, resampling documents
+    gives the wider interval."""
+    make_corpus(tmp_path)
+    hyps = [(m, "c", "test", tmp_path / f"{f}.parquet")
+            for m, f in (("base", "poor"), ("good", "good"), ("poor", "poor"), ("copy", "poor"))]
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "base",
+                          score.ScoreConfig(bootstrap_samples=300), Manifest("t"),
+                          controls={"good": "poor", "copy": "poor"})
+    res = out["results"]["c/test"]["models"]
+    good = res["good"]["control"]
+    for key in ("bleu_delta_ci_documents", "bleu_delta_ci_sentences"):
+        lo, hi = good[key]
+        assert 0 < lo <= good["bleu_delta"] <= hi, (key, good)
+    assert res["copy"]["control"]["bleu_delta_ci_documents"] == [0.0, 0.0]
+
+    # the gain only in 3 of 20 documents: "good" there, "poor" elsewhere
+    rows = pq.read_table(tmp_path / "good.parquet").to_pylist()
+    poor = pq.read_table(tmp_path / "poor.parquet").to_pylist()
+    mixed = [g if g["doc_id"] in ("d0", "d1", "d2") else p for g, p in zip(rows, poor)]
+    pq.write_table(pa.Table.from_pylist(mixed), tmp_path / "mixed.parquet")
+    hyps = [(m, "c", "test", tmp_path / f"{f}.parquet")
+            for m, f in (("base", "poor"), ("mixed", "mixed"), ("poor", "poor"))]
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, hyps, "base",
+                          score.ScoreConfig(bootstrap_samples=300), Manifest("t"),
+                          controls={"mixed": "poor"})
+    c = out["results"]["c/test"]["models"]["mixed"]["control"]
+    doc, sent = c["bleu_delta_ci_documents"], c["bleu_delta_ci_sentences"]
+    assert doc[1] - doc[0] > sent[1] - sent[0], c
