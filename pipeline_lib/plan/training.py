@@ -20,7 +20,7 @@ from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
 
 PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
 SEED_SUFFIX = "_seed"   # <job>_seed<N>: job <job> trained with seed N (config `seeds`)
-PLATEAU = "_plateau"    # a control's step label when its job stops on a plateau, not a budget
+MATCHED = "_matched_"   # <parent>_plus_matched_<job>: a control trained exactly <job>'s updates
 
 
 def chain_jobs(models: list[str], settings: Mapping[str, Mapping]) -> list[str]:
@@ -55,6 +55,10 @@ class TrainJob:
     init_from: str | None        # job whose checkpoint initialises it
     aux: str | None              # second shard task (restore | doc) on a share of the updates
     aux_corpus: str | None = None  # corpus of the aux shards (None = ``corpus``)
+    # a control of a job that stops on a plateau: that job (whose manifest gives the updates,
+    # so this one runs after it) and the share of its updates to train (translation updates)
+    budget_of: str | None = None
+    budget_share: float = 1.0
 
     def config_json(self) -> str:
         """The trainer's ``--config-json`` (also the rule's params rerun trigger)."""
@@ -119,18 +123,16 @@ class TrainingJobs:
         from the control of the previous link. A control identical to an existing job (e.g. the
         baseline) is that job.
 
-        Under a plateau rule (``train.patience`` > 0, the converged regime) a job has no fixed
-        number of updates to copy. The control then gets what stays fair when both stop on
-        their own: the same initial checkpoint, data, schedule, stop rule (dev metric,
-        patience, min_delta) and ``max_steps`` cap (scaled by the translation share like a
-        budget), every parameter trained; each trains until its own dev metric stops
-        improving. Neither is held to a budget the other exceeds, so the comparison asks what
-        the papers ask (does the method beat the same baseline trained on until it no longer
-        gains), and the report shows both jobs' updates and target tokens, and whether either
-        hit the cap first. Its name says ``plateau`` where a budget
-        control says its updates (``transformer_plus_plateau_doc``, ``transformer_plus150_doc``);
-        a cross-task pre-training's control trains to its plateau from scratch, which is the
-        baseline itself when their train settings agree."""
+        Under a plateau rule (``train.patience`` > 0, the converged regime) a job's number of
+        updates is known only when it has stopped. Its control then runs after it and trains
+        exactly that many updates (times the translation share, like a budget) with the stop
+        rule off (``budget_of``: the trainer reads the job's manifest, training/train_config.py
+        ``matched_budget``), from the same initial checkpoint, on the same data, with the same
+        schedule, every parameter trained. WHY not a plateau of its own (issue 34): a frozen
+        model that plateaus at 350 updates against a control that trains every parameter to a
+        600-update cap compares budgets, not methods. Its name says whose updates it copies
+        (``transformer_plus_matched_doct``), so each model has its own; a budget control says
+        its updates (``transformer_plus150_doc``)."""
         controls: dict[str, str] = {}
         for model in self.config["models"]:
             control = self._control_job(model)
@@ -146,25 +148,31 @@ class TrainingJobs:
         parent = self._control_job(job.init_from) if job.init_from else None
         share = 1.0 - (job.train.get("aux_ratio") or 0.0) if job.aux == "restore" else 1.0
         steps = round(job.train["max_steps"] * share)
-        # A job that stops on a plateau has no budget to copy: its control stops on its own
-        # plateau under the same rule, and ``steps`` is only its cap (see _controls).
-        label = PLATEAU if job.train.get("patience", 0) > 0 else str(steps)
         train = {k: v for k, v in job.train.items() if k != "aux_ratio"}
+        # A job that stops on a plateau: its control trains exactly its updates, after it
+        # (see _controls); ``steps`` stays the cap the budget cannot exceed.
+        matched = job.train.get("patience", 0) > 0
+        budget = {"budget_of": name, "budget_share": share} if matched else {}
+        if matched:
+            train["patience"] = 0
         if parent is None:
             suffix = "" if job.corpus == self.config["train"]["corpus"] else f"_{job.corpus}"
-            spec = TrainJob(name=f"transformer_scratch{label}{suffix}",
+            spec = TrainJob(name=(f"transformer_scratch{MATCHED}{name}" if matched
+                                  else f"transformer_scratch{steps}{suffix}"),
                             model={**job.model, "name": "transformer", "extras": {}},
                             train={**train, "max_steps": steps, "init_from": None, "freeze": []},
                             data="sent" if job.data == "doc" and job.aux else job.data,
-                            corpus=job.corpus, dev_corpus=job.dev_corpus, init_from=None, aux=None)
+                            corpus=job.corpus, dev_corpus=job.dev_corpus, init_from=None,
+                            aux=None, **budget)
         else:
-            spec = TrainJob(name=f"{parent}_plus{label}" + ("" if job.data == "sent"
-                                                             else f"_{job.data}"),
+            spec = TrainJob(name=(f"{parent}_plus{MATCHED}{name}" if matched else
+                                  f"{parent}_plus{steps}" + ("" if job.data == "sent"
+                                                              else f"_{job.data}")),
                             model=dict(self.jobs[parent].model),
                             train={**train, "max_steps": steps,
                                    "init_from": self.checkpoint(parent, CKPT_BEST), "freeze": []},
                             data=job.data, corpus=job.corpus, dev_corpus=job.dev_corpus,
-                            init_from=parent, aux=None)
+                            init_from=parent, aux=None, **budget)
         same = [j for j in self.jobs.values() if _same_training(j, spec)]
         if same:
             return same[0].name
@@ -188,7 +196,8 @@ class TrainingJobs:
             for seed in seeds:
                 rep = replica_name(name, seed)
                 init = replica_name(job.init_from, seed) if job.init_from else None
-                self.jobs[rep] = replace(job, name=rep, init_from=init, train={
+                self.jobs[rep] = replace(job, name=rep, init_from=init, budget_of=(
+                    replica_name(job.budget_of, seed) if job.budget_of else None), train={
                     **job.train, "seed": seed,
                     "init_from": self.checkpoint(init, CKPT_BEST) if init else None})
                 self.replicas[rep] = (name, seed)
@@ -241,6 +250,21 @@ class TrainingJobs:
         return (f"{self.shard_root(j.dev_corpus if dev else j.corpus, j.data)}/"
                 f"{self.shard_task(j.data)}/{split}")
 
+    def budget_inputs(self, job: str) -> list[str]:
+        """The manifest of the job whose updates a matched control copies (so it runs after
+        that job), else none."""
+        of = self.jobs[job].budget_of
+        return [self.results.train_model(of).manifest] if of else []
+
+    def budget_flag(self, job: str) -> str:
+        """The trainer's ``--budget-of MANIFEST --budget-share S`` of a matched control, else
+        ""."""
+        j = self.jobs[job]
+        if not j.budget_of:
+            return ""
+        return (f"--budget-of {self.results.train_model(j.budget_of).manifest} "
+                f"--budget-share {j.budget_share}")
+
     def aux_inputs(self, job: str) -> list[str]:
         """The shard folder of a job's aux corpus (declared: another corpus's shards rerun it)."""
         j = self.jobs[job]
@@ -253,5 +277,4 @@ class TrainingJobs:
 
 def _same_training(a: TrainJob, b: TrainJob) -> bool:
     """Whether two jobs train the same model the same way on the same data (names aside)."""
-    return (a.model, a.train, a.data, a.corpus, a.dev_corpus, a.init_from, a.aux, a.aux_corpus) == \
-        (b.model, b.train, b.data, b.corpus, b.dev_corpus, b.init_from, b.aux, b.aux_corpus)
+    return a.__dict__ | {"name": ""} == b.__dict__ | {"name": ""}

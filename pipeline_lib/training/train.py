@@ -66,7 +66,8 @@ from pipeline_lib.training.phases import PhaseClock
 from pipeline_lib.training.run_checkpoints import RunCheckpoints
 from pipeline_lib.training.run_setup import model_config, open_data, resume_run, start_attempt
 from pipeline_lib.training.state import TrainerState
-from pipeline_lib.training.train_config import RESUMABLE_CHANGES, TrainConfig, run_record
+from pipeline_lib.training.train_config import (RESUMABLE_CHANGES, TrainConfig, matched_budget,
+                                                run_record)
 from pipeline_lib.training.two_step import apply_freeze, init_from_checkpoint
 from pipeline_lib.training.run_summary import summarise
 from pipeline_lib.training.update import Tally, Updater
@@ -322,10 +323,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempt", type=int, default=1,
                     help="Snakemake's attempt (rule train_model passes it through the launcher); "
                          "recorded with the attempt's time in attempts.json and the manifest")
+    ap.add_argument("--budget-of", help="a matched control: the manifest of the job whose "
+                    "updates it trains (train_config.matched_budget)")
+    ap.add_argument("--budget-share", type=float, default=1.0,
+                    help="the share of those updates (the translation share of a cross-task job)")
     a = ap.parse_args(argv)
     cfg = json.loads(a.config_json)
-    return train(cfg["model"], TrainConfig.from_dict(cfg.get("train", {})), a.shards,
-                 a.dev_shards, a.spm, a.out_dir, a.aux_shards, a.attempt)
+    tcfg = TrainConfig.from_dict(cfg.get("train", {}))
+    if a.budget_of:
+        tcfg = matched_budget(tcfg, a.budget_of, a.budget_share)
+    return train(cfg["model"], tcfg, a.shards, a.dev_shards, a.spm, a.out_dir, a.aux_shards,
+                 a.attempt)
 
 
 if __name__ == "__main__":

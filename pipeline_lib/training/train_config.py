@@ -7,7 +7,9 @@ trainer, and the resume rule (which keys a resumed run may change) is a fact abo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
@@ -46,6 +48,8 @@ class TrainConfig:
     init_from: str | None = None
     freeze: tuple[str, ...] = ()
     aux_ratio: float = 0.0
+    # a matched control: the manifest of the job whose updates it trained (matched_budget)
+    matched_to: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.aux_ratio <= 1.0:
@@ -77,6 +81,27 @@ class TrainConfig:
         d = asdict(self)
         d["freeze"] = list(self.freeze)
         return d
+
+
+def matched_budget(tcfg: TrainConfig, manifest: str | Path, share: float = 1.0) -> TrainConfig:
+    """A matched control's settings: the updates the job of ``manifest`` trained
+    (``counts.steps`` of its finished run) times ``share`` (its translation share), within its
+    cap, with the stop rule off.
+
+    WHY at the start of the run and not in the plan: the job stopped on its own dev plateau, so
+    its updates are known only once it has finished (the rule declares its manifest an input,
+    so the control runs after it). The settings returned are the run's own, recorded in its
+    checkpoints and manifest, so the report shows the fixed budget the control trained."""
+    path = Path(manifest)
+    try:
+        steps = int(json.loads(path.read_text())["counts"]["steps"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: no counts.steps of a finished run to match ({e})") from None
+    updates = max(1, round(steps * share))
+    if updates > tcfg.max_steps:
+        raise ValueError(f"{path}: {steps} updates x {share} = {updates} exceed the control's "
+                         f"cap max_steps={tcfg.max_steps}")
+    return replace(tcfg, max_steps=updates, patience=0, matched_to=str(path))
 
 
 #: Train keys that may change between a run and its resumption (a longer run, other logging).

@@ -55,7 +55,7 @@ def test_a_preset_takes_command_line_train_and_writes_under_its_own_folder(tmp_p
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     jobs = _train_configs(out)
-    assert set(jobs) == {"transformer", "camn", "transformer_scratch_plateau"}
+    assert set(jobs) == {"transformer", "camn", "transformer_scratch_matched_camn"}
     assert {c["train"]["max_steps"] for c in jobs.values()} == {10}
     outputs = [path for line in re.findall(r"^\s+output: (.+)$", out, re.M)
                for path in line.split(", ")]

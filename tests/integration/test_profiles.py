@@ -32,18 +32,19 @@ def _dry_run(work: Path, files: list[str]) -> dict[str, str]:
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_profile_plans(tmp_path, profile):
-    """GPU: every registered model with its control; the cross-task pre-training's control is
-    the baseline itself (same rule and schedule), and the cache model's micro-batches
-    (config/gpu.yaml) give it a control of its own: 11 training jobs. Converged on CPU:
-    cross-task left out (config/converged.yaml), so the baseline, four fine-tunes and their two
-    controls."""
+    """Issue 34 item 1: every model has a control of its own that trains exactly the model's
+    updates after it. GPU: every registered model with its control; cross-task's chain gets
+    two (its pre-training's, its fine-tune's), 13 training jobs, 12 decoded systems (the
+    pre-training's control is not evaluated). Converged on CPU: cross-task left out
+    (config/converged.yaml), so the baseline, four fine-tunes and their four controls."""
     jobs = _dry_run(tmp_path, PROFILES[profile])
-    n = "11" if profile == "gpu" else "7"
-    assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == (n, n, "1"), jobs
+    n, systems = ("13", "12") if profile == "gpu" else ("9", "9")
+    assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == (n, systems, "1"), jobs
     plan = Plan(load_config(ROOT / "config" / "config.yaml",
                             *(ROOT / "config" / f for f in PROFILES[profile])))
     assert plan.results.root == f"results/{profile}"
-    assert all(j.train["patience"] > 0 for j in plan.jobs.values())
+    assert all(j.train["patience"] > 0 for j in plan.jobs.values() if not j.budget_of)
+    assert all(j.train["patience"] == 0 for j in plan.jobs.values() if j.budget_of)
     if profile == "gpu":
         assert {j.train["device"] for j in plan.jobs.values()} == {"cuda"}
         # the base size in pre-norm: what fixed the post-norm stack's NLL/BLEU gap (RESULTS.md)
@@ -86,16 +87,22 @@ def test_two_updates_of_the_stop_rule_with_two_seeds_end_to_end(tmp_path, shared
     results = tmp_path / "results"
     plan = Plan(load_config(ROOT / "config" / "config.yaml", tmp_path / "config.yaml"))
     assert sorted(plan.jobs) == sorted(f"{j}_seed{s}" for s in (1, 2) for j in
-                                       ("transformer", "doct", "transformer_plus_plateau_doc"))
+                                       ("transformer", "doct", "transformer_plus_matched_doct"))
     for job in plan.jobs.values():
         man = json.loads((results / "train_model" / job.name / "manifest.json").read_text())
-        assert (man["stop"]["reason"], man["stop"]["updates"]) == ("plateau", 2), job.name
+        # issue 34 item 1: the control trains exactly DocT's updates, after it, rule off
+        reason = "max_steps" if job.budget_of else "plateau"
+        assert (man["stop"]["reason"], man["stop"]["updates"]) == (reason, 2), job.name
         assert man["counts"]["steps"] == 2 and man["determinism"]["seed"] == job.train["seed"]
         assert man["params"]["train"]["init_from"] == job.train["init_from"]
+        if job.budget_of:
+            assert man["params"]["train"]["matched_to"].endswith(
+                f"train_model/{job.budget_of}/manifest.json")
+            assert man["params"]["train"]["patience"] == 0
     scores = json.loads((results / "score_test" / "scores.json").read_text())
     assert scores["replicates"]["doct_seed2"] == ["doct", 2]
     across = scores["results"]["bible/test"]["seeds"]["doct"]
-    assert across["seeds"] == [1, 2] and across["control"]["group"] == "transformer_plus_plateau_doc"
+    assert across["seeds"] == [1, 2] and across["control"]["group"] == "transformer_plus_matched_doct"
     md = (results / "report" / "report.md").read_text()
     verdict = md.split("## Verdict\n")[1].split("\n## ")[0]
     assert md.split("\n## ")[1].startswith("Verdict") and "Regime: converged." in verdict

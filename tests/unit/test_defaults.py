@@ -39,7 +39,7 @@ DATACLASSES = {
     "pipeline_lib.ingest.hygiene:HygieneConfig": ("hygiene", {}),
 }
 #: TrainConfig keys set per job by the plan, not by the train section
-JOB_LEVEL = {"init_from", "freeze", "aux_ratio"}
+JOB_LEVEL = {"init_from", "freeze", "aux_ratio", "matched_to"}
 
 
 def _load(ref: str):

@@ -166,9 +166,11 @@ def test_a_control_equal_to_an_existing_job_is_that_job():
 
 def test_pretraining_can_read_another_corpus_restoration_instances():
     """Chen et al.'s "with resources" rows: translation pairs of one corpus, restoration
-    instances of a monolingual document corpus (its mono split)."""
+    instances of a monolingual document corpus (its mono split). The corpora a config names
+    are the run's: ``bible: {}`` keeps the embedded one beside it."""
     plan = Plan(load_config(overrides={
-        "corpora": {"gigaword": {"reader": "mono_text", "splits": {"mono": {"src": "g.txt"}}}},
+        "corpora": {"bible": {},
+                    "gigaword": {"reader": "mono_text", "splits": {"mono": {"src": "g.txt"}}}},
         "model_settings": {"crosstask_pretrain": {"aux_corpus": "gigaword"}}}))
     job = plan.jobs["crosstask_pretrain"]
     assert job.corpus == "bible" and job.aux_corpus == "gigaword"
@@ -192,7 +194,8 @@ def test_with_resources_control_pretrains_on_the_same_external_pairs():
 def test_bpe_reads_only_corpora_with_train_or_mono_text():
     """A test-only corpus is not train_bpe's input: editing it must not retrain BPE (and so every
     model); a monolingual corpus is (its documents feed the joint vocabulary)."""
-    plan = Plan(load_config(overrides={"corpora": {
+    plan = Plan(load_config(overrides={"train": {"corpus": "bible"}, "corpora": {
+        "bible": {},
         "extra": {"reader": "plaintext", "splits": {"test": {"src": "e.es", "tgt": "e.en"}}},
         "news": {"reader": "plaintext", "splits": {"dev": {"src": "d.es", "tgt": "d.en"},
                                                    "train": {"src": "t.es", "tgt": "t.en"}}},
@@ -317,30 +320,59 @@ def test_one_seed_keeps_the_names_and_the_default_none():
         json.loads(default.options("score_test"))["replicate"] == []
 
 
-def test_controls_of_jobs_that_stop_on_a_plateau_stop_under_the_same_rule():
-    """The converged regime: no budget to copy, so the control keeps the model's stop rule,
-    schedule, data and cap (scaled like a budget for cross-task pre-training) and stops on
-    its own plateau; its name says so."""
+def test_a_control_of_a_job_that_stops_on_a_plateau_trains_exactly_its_updates():
+    """Issue 34 item 1, the converged regime: each model gets its own control, which runs after
+    it (its manifest is an input) and trains the model's updates (times the translation share)
+    with the stop rule off, from the same checkpoint, on the same data, with the same
+    schedule and every parameter trained."""
     rule = {"patience": 4, "min_delta": 0.01, "stop_metric": "loss"}
     plan = Plan(load_config(overrides={"train": rule}))
-    assert plan.controls["doct"] == "transformer_plus_plateau_doc"
-    assert plan.controls["dbsa"] == "transformer_plus_plateau_heads"
-    ctrl, doct = plan.jobs["transformer_plus_plateau_doc"], plan.jobs["doct"]
-    assert {k: v for k, v in ctrl.train.items() if k != "freeze"} == \
-        {k: v for k, v in doct.train.items() if k != "freeze"}
-    assert ctrl.train["patience"] == 4 and ctrl.train["max_steps"] == doct.train["max_steps"]
+    assert plan.controls["doct"] == "transformer_plus_matched_doct"
+    assert plan.controls["cache"] == "transformer_plus_matched_cache"   # no longer shared
+    assert plan.controls["dbsa"] == "transformer_plus_matched_dbsa"
+    ctrl, doct = plan.jobs["transformer_plus_matched_doct"], plan.jobs["doct"]
+    assert (ctrl.budget_of, ctrl.budget_share, ctrl.init_from) == ("doct", 1.0, "transformer")
+    assert {k: v for k, v in ctrl.train.items() if k not in ("freeze", "patience")} == \
+        {k: v for k, v in doct.train.items() if k not in ("freeze", "patience")}
+    assert ctrl.train["patience"] == 0 and ctrl.train["freeze"] == []
+    assert plan.budget_inputs(ctrl.name) == [plan.results.train_model("doct").manifest]
+    assert plan.budget_flag(ctrl.name) == (
+        f"--budget-of {plan.results.train_model('doct').manifest} --budget-share 1.0")
+    assert plan.budget_inputs("doct") == [] and plan.budget_flag("doct") == ""
+    # cross-task: the pre-training's control copies its translation share of the updates
     pre = plan.jobs[plan.jobs[plan.controls["crosstask"]].init_from]
-    assert pre.name == "transformer_scratch_plateau" and pre.train["max_steps"] == 100
-    # the GPU profile (the converged one without CPU cuts): the pre-training's control is the
-    # baseline itself
+    assert pre.name == "transformer_scratch_matched_crosstask_pretrain"
+    assert pre.budget_of == "crosstask_pretrain" and pre.budget_share == 0.5
+    assert pre.train["max_steps"] == 100                                # the cap
+    # seeds: each seed's control copies the same seed's model
+    seeded = Plan(load_config(overrides={"train": rule, "seeds": [1, 2]}))
+    assert seeded.jobs["transformer_plus_matched_doct_seed2"].budget_of == "doct_seed2"
+    # the GPU profile (the converged one without CPU cuts) and the CPU converged profile
     configs = [ROOT / "config" / f for f in ("config.yaml", "converged.yaml", "gpu.yaml")]
     gpu = Plan(load_config(*configs))
-    assert gpu.jobs[gpu.controls["crosstask"]].init_from == "transformer"
-    assert all(j.train["patience"] > 0 for j in gpu.jobs.values())
-    # the converged profile on 2 CPU cores leaves cross-task out (config/converged.yaml)
+    assert gpu.jobs[gpu.controls["crosstask"]].budget_of == "crosstask"
     converged = Plan(load_config(*configs[:2]))
     assert "crosstask" not in converged.jobs
-    assert all(j.train["patience"] > 0 for j in converged.jobs.values())
+    assert all(j.train["patience"] > 0 for j in converged.jobs.values() if not j.budget_of)
+    assert all(j.train["patience"] == 0 for j in converged.jobs.values() if j.budget_of)
+
+
+def test_matched_budget_reads_the_models_updates(tmp_path):
+    """The trainer's side: the control's max_steps is the model's counts.steps times the
+    share, the stop rule off; a manifest without them, or a budget over the cap, is refused."""
+    from pipeline_lib.training.train_config import TrainConfig, matched_budget
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"counts": {"steps": 350, "target_tokens": 10}}))
+    tcfg = TrainConfig(max_steps=600, patience=3)
+    assert matched_budget(tcfg, manifest).max_steps == 350
+    assert matched_budget(tcfg, manifest).patience == 0
+    assert matched_budget(tcfg, manifest, 0.5).max_steps == 175
+    with pytest.raises(ValueError, match="exceed the control's cap max_steps=300"):
+        matched_budget(TrainConfig(max_steps=300), manifest)
+    manifest.write_text("{}")
+    with pytest.raises(ValueError, match="no counts.steps of a finished run"):
+        matched_budget(tcfg, manifest)
 
 
 def test_each_run_keeps_its_logs_and_benchmarks_apart():

@@ -19,6 +19,8 @@ rule train_model:
         dev_shards=lambda wc: plan.shard_root(plan.jobs[wc.model].dev_corpus,
                                               plan.jobs[wc.model].data),
         aux_shards=lambda wc: plan.aux_inputs(wc.model),
+        # a matched control runs after the job whose updates it copies (its manifest)
+        budget=lambda wc: plan.budget_inputs(wc.model),
         spm=plan.results.train_bpe().model,
         init=lambda wc: plan.init_inputs(wc.model),
     output:
@@ -41,6 +43,7 @@ rule train_model:
         cfg=lambda wc: plan.jobs[wc.model].config_json(),
         data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
         aux=lambda wc: plan.aux_flag(wc.model),
+        budget=lambda wc: plan.budget_flag(wc.model),
         out_dir=lambda wc: plan.results.train_dir(wc.model),
         # the launcher's: nodes and GPUs per node (pipeline_lib.plan.options)
         options=plan.options("train_model"),
@@ -91,5 +94,6 @@ rule train_model:
         " --require-requeue {resources.require_requeue}"
         " --options {params.options:q} --cpus {threads} --"
         " --config-json {params.cfg:q} --shards {input.shards:q}/{params.data}/train"
-        " --dev-shards {input.dev_shards:q}/{params.data}/dev {params.aux} --spm {input.spm:q}"
+        " --dev-shards {input.dev_shards:q}/{params.data}/dev {params.aux} {params.budget}"
+        " --spm {input.spm:q}"
         " --out-dir {params.out_dir:q} >> {log:q} 2>&1"

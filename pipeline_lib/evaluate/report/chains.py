@@ -78,10 +78,19 @@ def system_groups(inputs: Inputs) -> dict[str, str]:
 
 
 def regime(runs: dict[str, TrainRun]) -> str:
-    """``converged`` when every training job ran under a plateau rule (``train.patience`` > 0),
-    else ``smoke`` (at least one job trained a fixed number of updates)."""
+    """``converged`` when every training job ran under a plateau rule (``train.patience`` > 0)
+    or is a matched control of one (it trained that job's updates: ``matched_to``), else
+    ``smoke`` (at least one job trained a fixed number of updates)."""
     known = [r.train_params for r in runs.values() if r.manifest is not None]
-    return "converged" if known and all((p.get("patience") or 0) > 0 for p in known) else "smoke"
+    return "converged" if known and all((p.get("patience") or 0) > 0 or p.get("matched_to")
+                                        for p in known) else "smoke"
+
+
+def capped(run: TrainRun | None) -> bool:
+    """Whether a job stopped at its max_steps cap before a plateau: not a matched control,
+    whose max_steps is the budget it copies."""
+    return (run is not None and run.stop.get("reason") == "max_steps"
+            and not run.train_params.get("matched_to"))
 
 
 def stopped(run: TrainRun | None) -> str:

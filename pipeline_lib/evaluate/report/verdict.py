@@ -5,9 +5,10 @@ budget and stop rule, so a reader sees whether a model and its control had the s
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from pipeline_lib.evaluate.decision import RULE, Evidence, decide
-from pipeline_lib.evaluate.report.chains import job_roles, regime, stopped, system_groups
+from pipeline_lib.evaluate.report.chains import capped, job_roles, regime, stopped, system_groups
 from pipeline_lib.evaluate.report.document import NA, Table, Text, fmt
 from pipeline_lib.evaluate.report.inputs import Inputs
 from pipeline_lib.evaluate.report.results import verdict_test_set
@@ -25,16 +26,16 @@ def regime_text(inputs: Inputs) -> Text:
                      "further training."])
     rules = Counter(f"dev {p.get('stop_metric', 'loss')}, patience {p.get('patience')} "
                     f"validations, min_delta {p.get('min_delta', 0.0)}"
-                    for r in runs.values() if (p := r.train_params))
-    capped = [j for j, r in runs.items() if r.stop.get("reason") == "max_steps"]
-    text = ["Regime: converged. Every job trained until its dev metric stopped improving "
-            f"({'; '.join(f'{rule} ({n} jobs)' for rule, n in rules.items())}; each job "
-            "capped by its max_steps); a fine-tune and its matched control each trained to its "
-            "own plateau under the same rule from the same checkpoint, so a verdict compares "
-            "the method with the baseline trained on until it no longer gains."]
-    if capped:
-        text.append(f"Not converged: {len(capped)} job(s) reached their max_steps cap before a "
-                    f"plateau: {', '.join(capped)}.")
+                    for r in runs.values() if (p := r.train_params) and not p.get("matched_to"))
+    hit = [j for j, r in runs.items() if capped(r)]
+    text = ["Regime: converged. Every model and the jobs it starts from trained until its dev "
+            f"metric stopped improving ({'; '.join(f'{rule} ({n} jobs)' for rule, n in rules.items())}; "
+            "each job capped by its max_steps); each model's matched control then trained "
+            "exactly the model's updates from the same checkpoint on the same data, so a "
+            "verdict compares the method with the same budget spent on the baseline."]
+    if hit:
+        text.append(f"Not converged: {len(hit)} job(s) reached their max_steps cap before a "
+                    f"plateau: {', '.join(hit)}.")
     return Text(text)
 
 
@@ -105,10 +106,9 @@ def verdict_table(inputs: Inputs) -> Table:
             ci = f"{_interval(c)} ({_interval(c, 'bleu_delta_ci_sentences')})"
         verdict = f"{decide(evidence)} ({mode})"
         jobs = [inputs.train.get(inputs.systems.get(x, x)) for x in members + ctrl]
-        capped = sorted({r.job for r in jobs if r is not None and
-                         r.stop.get("reason") == "max_steps"})
-        if mode == "converged" and capped:
-            verdict += f"; not converged: {', '.join(capped)} hit max_steps"
+        hit = sorted({r.job for r in jobs if capped(r)})
+        if mode == "converged" and hit:
+            verdict += f"; not converged: {', '.join(hit)} hit max_steps"
         stops = " / ".join("; ".join(stopped(inputs.train.get(inputs.systems.get(x, x)))
                                      for x in side) for side in (members, ctrl))
         t.rows.append([group, verdict, delta, ci, "n/a" if p is None else f"{p:.4f} ({test})",
@@ -153,20 +153,24 @@ def budget_table(inputs: Inputs, starts: dict[str, int | None]) -> Table:
                    "counts.target_tokens in its manifest; tokens: target subwords trained on, "
                    "padding excluded); a fine-tune's job starts from its initial job's best "
                    "checkpoint, at the update given. A model and its matched control train the "
-                   "same number of updates in the smoke regime; in the converged regime each "
-                   "stops on its own plateau, so their budgets differ and are shown here. LR: "
-                   "the peak learning rate, reached after the warm-up updates; Max steps: the "
-                   "job's cap (its fixed budget where the stop rule is fixed); Stop rule: "
-                   "fixed (train.patience 0) or the dev plateau it stops on. System —: a "
+                   "same number of updates: fixed in the smoke regime; in the converged regime "
+                   "the model stops on its plateau and its control then trains exactly its "
+                   "updates (Stop rule: matched). LR: the peak learning rate, reached after the "
+                   "warm-up updates; Max steps: the job's cap (its fixed budget where the stop "
+                   "rule is fixed or matched); Stop rule: fixed (train.patience 0), matched, or "
+                   "the dev plateau it stops on. System —: a "
                    "training job no system is, that others start from (role initialises).")
     return t
 
 
 def stop_rule(params: dict) -> str:
-    """A job's stop rule from its ``params.train``: ``fixed`` (patience 0: it trains max_steps)
-    or ``plateau: dev loss, patience 10``."""
+    """A job's stop rule from its ``params.train``: ``fixed`` (patience 0: it trains max_steps),
+    ``matched: <job>`` (a matched control: the updates of that job) or ``plateau: dev loss,
+    patience 10``."""
     if not params:
         return NA
+    if params.get("matched_to"):
+        return f"matched: {Path(params['matched_to']).parent.name}'s updates"
     if not params.get("patience"):
         return "fixed"
     return f"plateau: dev {params.get('stop_metric', 'loss')}, patience {params['patience']}"

@@ -80,12 +80,14 @@ def _shards(docs: Path, encoded: Path, out: Path) -> None:
 
 
 def _train(folder: Path, init_from: Path | None, k: int, patience: int = 0,
-           capped: bool = True, model: str = "transformer", reads: tuple[Path, ...] = ()) -> None:
+           capped: bool = True, model: str = "transformer", reads: tuple[Path, ...] = (),
+           matched_to: Path | None = None) -> None:
     """What pipeline_lib.training.train leaves in a job folder: metrics.jsonl through its
     MetricsLog, manifest.json with the layout of Trainer.finish. A job from scratch validates
     4 times and is best at its 3rd validation; a fine-tune validates twice. With ``patience``
     the job ran under a plateau rule and stopped on it unless ``capped``. ``model``: its
-    registry name; ``reads``: the shard folders it recorded as inputs, as the trainer does."""
+    registry name; ``reads``: the shard folders it recorded as inputs, as the trainer does;
+    ``matched_to``: a matched control's model manifest (it trained those updates, rule off)."""
     folder.mkdir(parents=True)
     steps = 2 * VALIDATE if init_from else 4 * VALIDATE
     losses = [4.0 - 0.2 * i - 0.1 * k for i in range(2)] if init_from else \
@@ -98,8 +100,10 @@ def _train(folder: Path, init_from: Path | None, k: int, patience: int = 0,
         metrics.write({"step": i * VALIDATE, "split": "dev", "loss": loss, "nll": loss - 0.1,
                        "ppl": 2.718 ** loss, "bleu": 10 * (6 - loss)})
     metrics.close()
-    tcfg = TrainConfig(max_steps=steps, validate_every=VALIDATE, patience=patience,
-                       init_from=str(init_from) if init_from else None)
+    tcfg = TrainConfig(max_steps=steps, validate_every=VALIDATE,
+                       patience=0 if matched_to else patience,
+                       init_from=str(init_from) if init_from else None,
+                       matched_to=str(matched_to) if matched_to else None)
     m = Manifest(stage="train_model", params={"train": tcfg.to_dict(),
                                               "model": {"name": model, "d_model": 32}})
     for path in reads:
@@ -141,7 +145,8 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
                   parents: dict[str, str] | None = None, controls: dict[str, str] | None = None,
                   sentence_decoded: tuple[str, ...] = (), patience: int = 0,
                   capped: tuple[str, ...] = (), replicates: dict | None = None,
-                  data: dict[str, str] | None = None) -> dict:
+                  data: dict[str, str] | None = None,
+                  matched: dict[str, str] | None = None) -> dict:
     """Stage outputs of a run of ``models`` (baseline first), as the stages write them, and the
     report's flags naming each. ``parents``: job -> the job it starts from (trained too);
     ``controls``: model -> its matched control (a system of its own); ``sentence_decoded``:
@@ -149,7 +154,8 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
     so the results show positive deltas with daggers. ``patience`` > 0: every job ran under a
     plateau rule, the ``capped`` ones reached max_steps first; ``replicates``: system ->
     (group, seed) of a several-seed run; ``data``: job -> the shard task (sent | doc) whose
-    train and dev folders its manifest records as inputs (none recorded for other jobs). A job
+    train and dev folders its manifest records as inputs (none recorded for other jobs);
+    ``matched``: control job -> the model whose updates it trained (converged regime). A job
     named transformer* trains the registry's transformer, any other the model of its name."""
     rng = random.Random(0)
     res = root / "results"
@@ -193,9 +199,11 @@ def build_results(root: Path, models: list[str], corpora=("bible",), with_traini
             init = parents.get(job)
             reads = tuple(res / "make_shards" / c / data[job] / split for c in corpora
                           for split in ("train", "dev")) if job in (data or {}) else ()
+            of = (matched or {}).get(job)
             _train(folder, res / "train_model" / init / "checkpoints" / "best" if init else None,
                    k, patience, job in capped,
-                   "transformer" if job.startswith("transformer") else job, reads)
+                   "transformer" if job.startswith("transformer") else job, reads,
+                   res / "train_model" / of / "manifest.json" if of else None)
             write_benchmark(bench, 600.0 + 60 * k)
         args += ["--train", job, str(folder / "manifest.json"), str(folder / "metrics.jsonl"),
                  parents.get(job) or "", "--benchmark", "train_model", str(bench)]
@@ -445,6 +453,25 @@ def test_converged_regime_names_jobs_that_hit_their_cap(tmp_path):
     row = md_rows(verdict)[1]
     assert row[1].endswith("(converged); not converged: transformer_plus_plateau_doc hit max_steps")
     assert row[8] == "plateau @ 100 / max_steps @ 100"
+
+
+def test_a_matched_control_keeps_the_regime_converged_and_says_whose_updates(tmp_path):
+    """Issue 34 item 1: a control that trained exactly its model's updates stops at that
+    budget (max_steps), which is neither a cap hit nor a smoke budget."""
+    paths = build_results(tmp_path, ["transformer", "doct"],
+                          parents={"doct": "transformer",
+                                   "transformer_plus_matched_doct": "transformer"},
+                          controls={"doct": "transformer_plus_matched_doct"}, patience=3,
+                          matched={"transformer_plus_matched_doct": "doct"})
+    md = (run_report(paths) / "report.md").read_text()
+    verdict = section(md, "Verdict")
+    assert verdict.lstrip().startswith("Regime: converged.") and "Not converged" not in verdict
+    assert "matched control then trained exactly the model's updates" in verdict
+    row = md_rows(verdict)[1]
+    assert "not converged" not in row[1] and row[6] == row[7] == "100"
+    budgets = {r[0]: r for r in md_rows(verdict.split("### Budgets")[1])[1:]}
+    assert budgets["transformer_plus_matched_doct"][-1] == "matched: doct's updates"
+    assert budgets["doct"][-1] == "plateau: dev loss, patience 3"
 
 
 def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_path):
