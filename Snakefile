@@ -32,7 +32,7 @@ configfile: "config/config.yaml"
 try:
     check_files(workflow.configfiles)
     overrides, cli = command_line_config(config, workflow.config_settings)
-    prepare_config(config, overrides, cli)
+    prepare_config(config, overrides, cli, workflow.config_settings.configfiles)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 plan = Plan(config)

@@ -36,7 +36,8 @@ def load_config(*files: str | Path, overrides: Mapping | None = None,
 
     config: dict = {}
     later: dict = {}
-    for i, f in enumerate(files or (DEFAULT_CONFIG,)):
+    files = files or (DEFAULT_CONFIG,)
+    for i, f in enumerate(files):
         data = load_yaml(f) or {}
         update_config(config, copy.deepcopy(data))
         if i:
@@ -45,25 +46,33 @@ def load_config(*files: str | Path, overrides: Mapping | None = None,
     for given in (dict(overrides or {}), cli):
         update_config(later, copy.deepcopy(given))
         update_config(config, copy.deepcopy(given))
-    prepare_config(config, later, cli)
+    if overrides and "corpora" in overrides:
+        cli = {**cli, "corpora": {**dict(overrides["corpora"]), **dict(cli.get("corpora") or {})}}
+    prepare_config(config, later, cli, files[1:])
     return config
 
 
-def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None) -> None:
+def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
+                   files: Sequence[str | Path] = ()) -> None:
     """Apply ``config["preset"]`` (pipeline_lib.presets) and validate ``config`` in place with
     the schema's defaults; ``overrides`` are the command line's values (every ``--configfile``
     and ``--config``), which win over a preset; ``cli`` the ``--config`` values alone, whose
-    ``train`` keys reach every job (:func:`_command_line_train`)."""
+    ``train`` keys reach every job (:func:`_command_line_train`); ``files`` the command line's
+    ``--configfile`` files (:func:`_own_corpora`, :func:`_own_results_dir`)."""
     from snakemake.utils import validate
 
     if config.get("preset"):
         from pipeline_lib.presets import apply_preset
 
         apply_preset(config, PRESET_DIR, overrides)
+    else:
+        _own_corpora(config, files, cli or {})
+        _own_results_dir(config, files, overrides)
     _command_line_train(config, cli or {})
     _drop_other_readers_keys(config, overrides.get("corpora") or {})
     check_config(config)
     validate(config, str(SCHEMA))
+    _train_corpus(config)
     # Every job gets its model_settings entry, so the schema fills its defaults too (a job
     # without an entry is a one-step sentence-level run of the registry model of its name).
     from pipeline_lib.plan.training import chain_jobs
@@ -71,6 +80,67 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None)
     for job in chain_jobs(config["models"], config["model_settings"]):
         config["model_settings"].setdefault(job, {})
     validate(config, str(SCHEMA))
+
+
+def _own_corpora(config: dict, files: Sequence[str | Path], cli: Mapping) -> None:
+    """A user's corpora replace the embedded default's: where a config file of the command
+    line (other than the checkout's config/config.yaml) or ``--config`` names ``corpora``,
+    those are the run's corpora; an entry of the default's that they do not name is dropped
+    (one they name merges with it: ``bible: {max_chapters: 20}`` keeps the default's modules),
+    and ``<name>: null`` drops an entry.
+
+    WHY: Snakemake deep-merges config files, so README's "add a corpus" recipe trained every
+    model on the Bible beside the user's corpus (issue 35). A config that sets up its own data
+    means that data; the default run's corpus is a demo, not a base to add to."""
+    from pipeline_lib.config_files import ConfigError, load_yaml
+
+    named: dict = {}
+    for f in files:
+        if Path(f).resolve() == DEFAULT_CONFIG.resolve() or not Path(f).is_file():
+            continue
+        data = load_yaml(f) or {}
+        if isinstance(data.get("corpora"), Mapping):
+            named.update(data["corpora"])
+    if isinstance(cli.get("corpora"), Mapping):
+        named.update(cli["corpora"])
+    corpora = config.get("corpora")
+    if not named or not isinstance(corpora, dict):
+        return
+    for name in [n for n in corpora if n not in named or corpora[n] is None]:
+        del corpora[name]
+    if not corpora:
+        raise ConfigError("corpora: every corpus was removed (each entry given is null): "
+                          "name at least one corpus (README, 'Your own corpus')")
+
+
+def _own_results_dir(config: dict, files: Sequence[str | Path], overrides: Mapping) -> None:
+    """A run with a config file of the user's own (not one of the checkout's config/ folder)
+    writes to ``results/<its name>`` unless a file or ``--config`` sets ``results_dir``, so
+    it neither mixes with nor overwrites the default run's ``results/`` (issue 35)."""
+    if "results_dir" in overrides:
+        return
+    own = [Path(f) for f in files if Path(f).resolve().parent != DEFAULT_CONFIG.parent.resolve()]
+    if own:
+        config["results_dir"] = f"results/{own[-1].stem}"
+
+
+def _train_corpus(config: dict) -> None:
+    """``train.corpus`` null (the schema's default): the one corpus with a train split; with
+    none or several, a clear request to name it (issue 35: the default was ``bible``, so a
+    user's corpus was ingested and every model trained on the Bible)."""
+    from pipeline_lib.config_files import ConfigError
+    from pipeline_lib.plan.data import corpus_splits
+
+    if config["train"]["corpus"] is not None:
+        return
+    able = [c for c, spec in config["corpora"].items() if "train" in corpus_splits(spec)]
+    if len(able) == 1:
+        config["train"]["corpus"] = able[0]
+        return
+    which = (f"{len(able)} corpora have one ({', '.join(able)})" if able
+             else f"none of corpora ({', '.join(config['corpora'])}) has one")
+    raise ConfigError(f"train.corpus: which corpus's train split trains the models? {which}; "
+                      "set it, e.g. --config train='{corpus: " + (able or ["<name>"])[0] + "}'")
 
 
 def _command_line_train(config: dict, cli: Mapping) -> None:

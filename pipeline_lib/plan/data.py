@@ -8,13 +8,25 @@ that is content rather than config.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline_lib.layout import shared_dir
 from pipeline_lib.results import Files
 
 HEADS = "heads"   # model_settings.<job>.data: sentence pairs with subword dependency heads
 
+
+def corpus_splits(spec: Mapping[str, Any]) -> set[str]:
+    """The splits a corpus entry's ingestion writes: its ``splits`` keys (a union's: those of
+    its parts); the bible reader makes ``train`` from every book not in ``dev_books`` /
+    ``test_books``. Read before validation too (run_config), so absent keys are no error."""
+    if spec.get("reader") == "bible":
+        return {"train"} | {s for s in ("dev", "test") if spec.get(f"{s}_books")}
+    if spec.get("reader") == "union":
+        return {s for part in spec.get("parts") or [] for s in part.get("splits") or {}}
+    return set(spec.get("splits") or {})
 
 class DataStages:
     """Corpora, splits, shards and parsing (a part of :class:`pipeline_lib.plan.Plan`)."""
@@ -24,14 +36,8 @@ class DataStages:
         return list(self.config["corpora"])
 
     def splits(self, corpus: str) -> set[str]:
-        """The splits a corpus's ingestion writes: its ``splits`` keys (a union's: those of its
-        parts); the bible reader makes ``train`` from every book not in ``dev_books``/``test_books``."""
-        spec = self.config["corpora"][corpus]
-        if spec["reader"] == "bible":
-            return {"train"} | {s for s in ("dev", "test") if spec[f"{s}_books"]}
-        if spec["reader"] == "union":
-            return {s for part in spec["parts"] for s in part["splits"]}
-        return set(spec["splits"])
+        """The splits a corpus's ingestion writes (:func:`corpus_splits`)."""
+        return corpus_splits(self.config["corpora"][corpus])
 
     @property
     def bpe_corpora(self) -> list[str]:

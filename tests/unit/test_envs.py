@@ -83,7 +83,7 @@ def test_building_the_dag_imports_no_stage_library():
         from pipeline_lib.ingest import reader_module
         from pipeline_lib.plan import Plan
         from pipeline_lib.run_config import load_config
-        mono = {"corpora": {"gigaword": {"reader": "mono_sgml", "splits": {"mono": {
+        mono = {"corpora": {"bible": {}, "gigaword": {"reader": "mono_sgml", "splits": {"mono": {
             "src": "tests/data/corpora/mono/afp_eng_199405.sgml"}}}}}
         for overrides in (None, {"preset": "jiang2019_es-en_ted"}, mono):
             plan = Plan(load_config(overrides=overrides))
