@@ -14,7 +14,7 @@ from pipeline_lib import failed_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
-from pipeline_lib.training.launch import partition_warnings, submit_problem
+from pipeline_lib.training.submit_checks import partition_warnings, submit_problem
 from pipeline_lib.training.slurm_extra import train_slurm_extra
 
 min_version("9.0")
@@ -48,9 +48,10 @@ include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
 
 
-# Under SLURM, what would end every training job at its start (a partition that pre-empts by
-# CANCEL, --no-requeue: pipeline_lib.training.launch.submit_problem) stops the run once, before
-# any submission; other jobs' partitions that pre-empt by CANCEL get a warning (partition_warnings).
+# Under SLURM, what would end every training job at its start (its partition pre-empts by
+# CANCEL, --no-requeue, a node count other than cluster.nodes:
+# pipeline_lib.training.submit_checks) stops the run once, before any submission; other jobs'
+# partitions that pre-empt by CANCEL get a warning (partition_warnings).
 onstart:
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         resources = workflow.resource_settings
@@ -59,7 +60,8 @@ onstart:
             logger.warning(f"Warning: {warning}")
         if any(j.rule.name == "train_model" for j in workflow.dag.needrun_jobs()):
             problem = submit_problem(resources.overwrite_resources,
-                                     bool(getattr(workflow.executor_settings, "no_requeue", False)))
+                                     bool(getattr(workflow.executor_settings, "no_requeue", False)),
+                                     resources.default_resources, plan.train_resources()["nodes"])
             if problem:
                 raise WorkflowError(problem)
 

@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline_lib import stage_options
-from pipeline_lib.training.slurm_extra import SAVE_GRACE_S, resource_text, sbatch_values
+from pipeline_lib.training.slurm_extra import SAVE_GRACE_S
 
 DEFAULT_MODULE = "pipeline_lib.training.train"
 RDZV_PORT = 29500
@@ -249,71 +249,6 @@ def attempt_header(attempt: int, env: Mapping[str, str]) -> str:
     where = f"SLURM job {job} (restart {env.get('SLURM_RESTART_COUNT', '0')}) on " if job else ""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return f"===== attempt {attempt}: {where}{socket.gethostname()} at {stamp} ====="
-
-
-def _partition_problem(partition: str | None) -> str | None:
-    """Why a pre-emption would end any job on ``partition`` for good (its PreemptMode, read
-    with scontrol on the submit host), or None: none named, no record, or it requeues."""
-    record = scontrol_record("partition", partition) if partition else {}
-    return preemption_problem({}, record) if record else None
-
-
-def submit_problem(overrides: Mapping[str, Mapping], no_requeue: bool = False) -> str | None:
-    """Before anything is submitted (the Snakefile's ``onstart`` under the SLURM executor): why
-    every training job would be refused at its start (:func:`check_requeue`), read from
-    train_model's entry in ``overrides`` (Snakemake's set-resources: its slurm_extra and
-    partition) and the executor's ``no_requeue`` setting (profile ``slurm-no-requeue``), or None.
-
-    WHY before: each refused job is submitted 1 + retries times and shows only "FAILED" on the
-    console; a job sent with ``--no-requeue``, or to a partition that pre-empts by CANCEL, is
-    known on the submit host, so the run stops once, with the reason. None where
-    ``require_requeue`` is 0 (the site accepted the wait), or where nothing says so (no
-    partition named, or scontrol shows no record of it)."""
-    train = overrides.get("train_model") or {}
-    if resource_text(train.get("require_requeue")) == "0":
-        return None
-    extra = sbatch_values(resource_text(train.get("slurm_extra")) or "")
-    if no_requeue or "--no-requeue" in extra:
-        where = ("slurm-no-requeue in the profile" if no_requeue
-                 else "--no-requeue in train_model's slurm_extra")
-        return (f"train_model would be submitted with Requeue=0 ({where}): a pre-emption would "
-                "end it PREEMPTED, which snakemake-executor-plugin-slurm polls for ever, and its "
-                "launcher refuses such a job at its start, so no training job was submitted. "
-                "Drop the setting, or accept the wait with `require_requeue: 0` for train_model "
-                "in profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
-    problem = _partition_problem(resource_text(train.get("slurm_partition")))
-    if problem is None:
-        return None
-    return (f"train_model: {problem}, and snakemake-executor-plugin-slurm polls a PREEMPTED job "
-            "for ever, so no training job was submitted. Train on a partition or QOS that "
-            "requeues (PreemptMode=REQUEUE) or is not pre-empted (profiles/slurm: train_model's "
-            "slurm_partition), or accept it with `require_requeue: 0` for train_model in "
-            "profiles/slurm (a pre-empted job then waits for `scontrol requeue <jobid>`)")
-
-
-def partition_warnings(default_resources: Mapping | None,
-                       overrides: Mapping[str, Mapping]) -> list[str]:
-    """A warning for each partition the run's other jobs go to (``default_resources``' and each
-    rule's ``slurm_partition`` but train_model's, which :func:`submit_problem` refuses) that
-    pre-empts by CANCEL, read with scontrol on the submit host.
-
-    WHY a warning and not a refusal: such a job (parsing, decoding) ends PREEMPTED, which
-    snakemake-executor-plugin-slurm (2.8.0) keeps polling as if it ran, so the run waits for
-    ever; but it has no checkpoint to lose, and many sites pre-empt rarely. The user learns it
-    before the first job, with what to do."""
-    named = {resource_text((default_resources or {}).get("slurm_partition")): "default-resources"}
-    for rule, resources in overrides.items():
-        if rule != "train_model":
-            named.setdefault(resource_text((resources or {}).get("slurm_partition")), rule)
-    warnings = []
-    for partition, where in named.items():
-        if problem := _partition_problem(partition):
-            warnings.append(f"{problem} ({where}'s slurm_partition): a pre-empted job there is "
-                            "never requeued, and snakemake-executor-plugin-slurm polls a "
-                            "PREEMPTED job for ever; if `squeue`/`sacct` shows one, stop "
-                            "Snakemake and start it again (the job is rerun), or use a "
-                            "partition that requeues (PreemptMode=REQUEUE)")
-    return warnings
 
 
 def check_requeue(job: Mapping[str, str], require: bool) -> None:

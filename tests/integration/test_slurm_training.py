@@ -286,6 +286,32 @@ def test_a_cancel_partition_stops_the_run_once_before_any_submission(upstream, t
     assert '"sbatch"' not in calls
 
 
+@pytest.mark.parametrize("extra, profile_edit, said", [
+    # a command-line --set-resources replaces the profile's block: train_model's partition is
+    # default-resources' (cpu), which cancels
+    (["--set-resources", "train_model:mem_mb=1000"], {},
+     "train_model: partition cpu pre-empts by PreemptMode=CANCEL: a pre-empted job ends "
+     "PREEMPTED (its partition: default-resources' slurm_partition)"),
+    # the profile asks sbatch for 2 nodes; config cluster.nodes is 1
+    ([], {"nodes": 2}, "train_model: set-resources nodes=2 but config cluster.nodes=1"),
+])
+def test_what_the_submit_host_knows_stops_the_run_before_any_sbatch(upstream, tmp_path, extra,
+                                                                   profile_edit, said):
+    """Issue 33 item 4: the partition resolved as Snakemake resolves it, and the node count
+    checked against config cluster.nodes, on the submit host: one message, no sbatch call."""
+    work = _copy(upstream, tmp_path / "work")
+    state = tmp_path / "fake_slurm"
+    profile = _site_profile(tmp_path / "profile", **profile_edit)
+    mode = "CANCEL" if extra else "REQUEUE"
+    proc = subprocess.run(_slurm_run(work, state, *extra, profile=profile), cwd=work,
+                          capture_output=True, text=True, timeout=300,
+                          env=_env(FAKE_SLURM_DIR=str(state), FAKE_SLURM_PREEMPT_MODE=mode))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and said in out, out
+    calls = (state / "calls.jsonl").read_text() if (state / "calls.jsonl").exists() else ""
+    assert '"sbatch"' not in calls
+
+
 def test_a_cancelled_preemption_waits_for_scontrol_requeue(upstream, tmp_path):
     """Issue 23, item 2, what the README tells a user who accepts a CANCEL partition
     (require_requeue=0): the pre-empted job ends PREEMPTED and Snakemake waits; `scontrol

@@ -332,9 +332,11 @@ def scontrol(argv: list[str]) -> int:
               f"Restarts={j['restarts']} BatchFlag=1 Partition={j['partition']} "
               f"NumNodes={j['nodes']} NodeList={nodelist(j['nodes'])} Comment={j['comment']}")
         return 0
-    if args[:2] == ["show", "partition"]:
-        print(f"PartitionName={args[2]} AllowGroups=ALL Default=NO State=UP "
-              f"PreemptMode={os.environ.get('FAKE_SLURM_PREEMPT_MODE', 'REQUEUE').upper()}")
+    if args[:2] == ["show", "partition"]:   # one named partition, or every one
+        for name in args[2:3] or PARTITIONS:
+            print(f"PartitionName={name} AllowGroups=ALL "
+                  f"Default={'YES' if name == DEFAULT_PARTITION else 'NO'} State=UP "
+                  f"PreemptMode={os.environ.get('FAKE_SLURM_PREEMPT_MODE', 'REQUEUE').upper()}")
         return 0
     if args[:1] == ["requeue"]:
         with job_record(args[1]) as job:

@@ -161,36 +161,3 @@ def test_cli_prints_the_command_without_running_it():
     assert "--nproc_per_node=2" in out.stdout and out.stdout.strip().endswith("--attempt 3 --steps 5")
     assert out.stderr.startswith("===== attempt 3: ")
     assert "launch: OMP_NUM_THREADS=3 MKL_NUM_THREADS=3 " in out.stderr
-
-
-def test_a_training_job_sent_with_no_requeue_stops_the_run_before_submission():
-    """Issue 27 item 7: a job the launcher would refuse at its start (Requeue=0) is refused
-    once, with the reason, not submitted 1 + retries times; require_requeue 0 accepts it."""
-    from pipeline_lib.training.launch import submit_problem
-
-    extra = "'--signal=TERM@120 --open-mode=append --no-requeue'"
-    problem = submit_problem({"train_model": {"slurm_extra": extra}})
-    assert problem and "--no-requeue in train_model's slurm_extra" in problem
-    assert "slurm-no-requeue in the profile" in submit_problem({}, no_requeue=True)
-    assert submit_problem({"train_model": {"slurm_extra": extra, "require_requeue": 0}}) is None
-    assert submit_problem({}) is None   # no partition named, nothing known to refuse
-
-
-def test_other_jobs_partitions_that_cancel_on_preemption_are_warned_about(monkeypatch):
-    """Issue 27 item 7: a CPU job pre-empted by CANCEL ends PREEMPTED, which the SLURM plugin
-    polls for ever; the run says so before its first job (train_model's partition is
-    submit_problem's, refused, not warned about)."""
-    import pipeline_lib.training.launch as launch
-
-    records = {"cpu": {"PartitionName": "cpu", "PreemptMode": "CANCEL"},
-               "gpu": {"PartitionName": "gpu", "PreemptMode": "REQUEUE"},
-               "short": {"PartitionName": "short", "PreemptMode": "CANCEL"}}
-    monkeypatch.setattr(launch, "scontrol_record", lambda kind, name: records.get(name, {}))
-    warnings = launch.partition_warnings({"slurm_partition": "cpu"},
-                                         {"train_model": {"slurm_partition": "short"},
-                                          "decode_test": {"slurm_partition": "gpu"}})
-    assert len(warnings) == 1
-    assert warnings[0].startswith("partition cpu pre-empts by PreemptMode=CANCEL")
-    assert "(default-resources's slurm_partition)" in warnings[0]
-    assert launch.partition_warnings({"slurm_partition": "gpu"}, {}) == []
-    assert launch.partition_warnings(None, {"parse_shard": {"slurm_partition": "nowhere"}}) == []
