@@ -30,6 +30,7 @@ exactly ours.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import tempfile
@@ -39,7 +40,6 @@ from pathlib import Path
 import torch
 
 
-from pipeline_lib.run_config import load_config
 from pipeline_lib.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipeline_lib.evaluate.decode import read_shards, translate_sentences
 from pipeline_lib.models.search import BeamConfig, max_output_lengths
@@ -54,8 +54,13 @@ def load(args: argparse.Namespace) -> tuple[torch.nn.Module, list[list[int]]]:
 
         model, cfg = load_model(args.checkpoint, device=args.device)
     else:
-        sizes = load_config(*args.config)["model_sizes"]
-        cfg = ModelConfig.from_dict({**sizes[args.size], "vocab_size": args.vocab, "dropout": 0.0})
+        if args.model_json:   # a machine without snakemake (bench/gpu_check.py on a lent GPU)
+            size = json.loads(args.model_json)
+        else:
+            from pipeline_lib.run_config import load_config
+
+            size = load_config(*args.config)["model_sizes"][args.size]
+        cfg = ModelConfig.from_dict({**size, "vocab_size": args.vocab, "dropout": 0.0})
         torch.manual_seed(0)
         model = build_model(cfg).to(args.device)
     if args.shards:
@@ -168,6 +173,8 @@ def main() -> None:
     ap.add_argument("--config", nargs="*", default=[],
                     help="config files, merged in order (default config/config.yaml)")
     ap.add_argument("--size", default="tiny", help="model_sizes entry (tiny, base, big)")
+    ap.add_argument("--model-json", help="the untrained model's ModelConfig fields as JSON, "
+                    "instead of --size (no config is read: snakemake need not be installed)")
     ap.add_argument("--vocab", type=int, default=8000, help="vocabulary of the untrained model")
     ap.add_argument("--sentences", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=64,

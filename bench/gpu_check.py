@@ -63,8 +63,9 @@ def run(argv: list[str], log: Path, timeout: float,
     log.parent.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
     with open(log, "w") as f:
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                                env={**os.environ, "PYTHONPATH": path, **(env or {})})
         try:
             rc = proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
@@ -133,25 +134,48 @@ def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[
     return lines + [""] + notes + [""]
 
 
+#: the slice's training stages and the share of what is left each may use; decoding and
+#: scoring keep RESERVE of the slice's share (issue 33: they got 17 s of 335 s)
+TRAIN_STAGES = {"train baseline": 0.55, "train fine-tunes": 0.5, "train matched controls": 1.0}
+RESERVE = 0.2
+
+
+def timed(argv: list[str], seconds: float) -> list[str]:
+    """A training command with ``train.max_seconds``: the trainer's own stop rule ends it as a
+    finished run (final, manifest, stop reason max_seconds) where the budget would SIGTERM it
+    and leave no final for the stages after it."""
+    if "pipeline_lib.training.train" not in argv or "--config-json" not in argv:
+        return argv
+    i = argv.index("--config-json") + 1
+    cfg = json.loads(argv[i])
+    cfg["train"]["max_seconds"] = max(1.0, seconds)
+    return [*argv[:i], json.dumps(cfg), *argv[i + 1:]]
+
+
 def slice_part(spec: dict, out: Path, clock: Clock) -> list[str]:
     """The converged slice's stages; then each job's stop and the verdict from the scores."""
-    end = time.monotonic() + clock.share("slice")
-    names = ["train baseline", "train fine-tunes", "decode", "score"]
-    lines = ["## Converged slice: baseline, DocT and its matched control", ""]
+    share = clock.share("slice")
+    end, reserve = time.monotonic() + share, RESERVE * share
+    names = [*TRAIN_STAGES, "decode", "score"]
+    lines = ["## Converged slice: baseline, DocT, then its matched control", ""]
     for name, stage in zip(names, spec["slice"]):
         left = end - time.monotonic()
         if left < 5:
             lines.append(f"- {name}: not run (budget)")
             break
-        # the fine-tunes get what the decode and score stages do not need (about a fifth)
-        limit = left * 0.75 if name == "train baseline" else (
-            left * 0.8 if name == "train fine-tunes" else left)
+        if not stage:
+            continue
+        training = name in TRAIN_STAGES
+        # a training stage stops itself (max_seconds) within its share of what decoding and
+        # scoring leave; a margin for start-up, the last validation and the save
+        budget = TRAIN_STAGES[name] * max(0.0, left - reserve) if training else left
         # the JSON says "python" (written elsewhere): this interpreter runs the commands
-        results = run_side_by_side([([PY, *argv[1:]], out / "logs" / f"{name} {k}.log")
-                                    for k, argv in enumerate(stage)], limit)
+        cmds = [(timed([PY, *argv[1:]], 0.8 * budget - 15) if training else [PY, *argv[1:]],
+                 out / "logs" / f"{name} {k}.log") for k, argv in enumerate(stage)]
+        results = run_side_by_side(cmds, budget + 60 if training else budget)
         lines.append(f"- {name}: " + ", ".join(f"rc {rc} in {s:.0f} s" for rc, s in results))
         FAILED.extend(f"slice {name}: rc {rc}" for rc, s in results
-                      if rc not in (0, 143) and s < limit)
+                      if rc not in (0, 143) and s < budget)
         if name == "score" or any(rc not in (0, 143) for rc, _ in results):
             break
     lines += [""] + stops(spec) + [""] + verdict(spec)
@@ -166,7 +190,7 @@ def stops(spec: dict) -> list[str]:
     """Each slice training job: why it stopped, its updates and best update (its manifest), or
     the last step it saved when the budget stopped it (no manifest)."""
     lines = ["| job | stopped | updates | best dev loss at |", "|---|---|---|---|"]
-    for argv in spec["slice"][0] + spec["slice"][1]:
+    for argv in [a for stage in spec["slice"][:len(TRAIN_STAGES)] for a in stage]:
         folder = ROOT / _arg(argv, "--out-dir")
         man = folder / "manifest.json"
         if man.exists():
@@ -210,7 +234,10 @@ def decode_part(spec: dict, out: Path, clock: Clock, smoke: bool) -> list[str]:
     args = [PY, "bench/decode_throughput.py", "--static", "both"]
     if ckpt.exists():
         args += ["--checkpoint", str(ckpt), "--shards", _arg(baseline, "--dev-shards")]
-    args += ["--smoke"] if smoke else ["--size", "base", "--batch-size", "256"]
+    else:   # an untrained model of the baseline's shape, named without reading a config
+        model = json.loads(_arg(baseline, "--config-json"))["model"]
+        args += ["--model-json", json.dumps({k: v for k, v in model.items() if k != "name"})]
+    args += ["--smoke"] if smoke else ["--batch-size", "256"]
     if clock.left() < 10:
         return ["## Decoding speed", "", "- not run (budget)", ""]
     log = out / "logs" / "decode speed.log"
@@ -229,8 +256,11 @@ def header() -> list[str]:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU (CPU)"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                            capture_output=True).stdout.strip() or "unknown"
+    try:   # a lent machine may have no git
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                capture_output=True, timeout=30).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown (no git here: see the checkout this was copied from)"
     return ["# bench/gpu_check.sh", "",
             f"- device: {gpu}; torch {torch.__version__}; python {platform.python_version()}",
             f"- commit: {commit}; date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
@@ -238,11 +268,13 @@ def header() -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--jobs", type=Path, default=Path("results/gpu/gpu_check.json"))
+    ap.add_argument("--jobs", type=Path, help="bench/gpu_prepare.py's job file (default: "
+                    "results/gpu/gpu_check.json; with --smoke results/gpu-smoke/gpu_check.json)")
     ap.add_argument("--out", type=Path, required=True, help="folder for the report and logs")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds for all parts")
     ap.add_argument("--smoke", action="store_true", help="CI: tiny, on CPU")
     a = ap.parse_args()
+    a.jobs = a.jobs or Path(f"results/{'gpu-smoke' if a.smoke else 'gpu'}/gpu_check.json")
     spec = json.loads((ROOT / a.jobs).read_text())
     a.out.mkdir(parents=True, exist_ok=True)
     clock = Clock(a.budget)

@@ -87,8 +87,9 @@ def mode_jobs(plan: Plan) -> dict[str, dict]:
 def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
     """The converged slice as stages of argv lists, each mirroring its rule's shell command
     (workflow/rules/train.smk, decode.smk, score.smk; the decode and score flags from the
-    plan, as the rules take them): train the baseline; then DocT and its control side by side;
-    decode every system's test sets side by side; score."""
+    plan, as the rules take them): train the baseline; then DocT; then its matched control,
+    which trains DocT's updates (the rule's ``--budget-of``); decode every system's test sets
+    side by side; score."""
     spm = plan.results.train_bpe().model
 
     def train(job: str) -> list[str]:
@@ -98,7 +99,7 @@ def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
                 "--shards", plan.train_shards(job),
                 "--dev-shards", plan.train_shards(job, "dev", dev=True),
                 "--spm", spm, "--out-dir", plan.results.train_dir(job),
-                *(["--aux-shards", aux] if aux else [])]
+                *(["--aux-shards", aux] if aux else []), *plan.budget_flag(job).split()]
 
     decode = [[python, "-m", "pipeline_lib.evaluate.decode",
                "--checkpoint", plan.checkpoint(plan.systems[m][0]),
@@ -112,7 +113,10 @@ def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
              "--options", plan.options("score_test"), "--output", plan.results.score_test().scores]
     baseline = plan.models[0]
     rest = [j for j in plan.jobs if j != baseline]
-    return [[train(baseline)], [train(j) for j in rest], decode, [score]]
+    # a matched control reads its model's manifest (its updates): a stage after the models
+    models = [train(j) for j in rest if not plan.jobs[j].budget_of]
+    controls = [train(j) for j in rest if plan.jobs[j].budget_of]
+    return [[train(baseline)], models, controls, decode, [score]]
 
 
 def copy_inputs(plan: Plan, source: Path) -> list[str]:
@@ -141,10 +145,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--from", dest="source", type=Path, default=Path("results/converged"),
                     help="results folder of a run that has made its shards (and head shards)")
-    ap.add_argument("--results", help="results folder to prepare (default: the GPU profile's)")
+    ap.add_argument("--results", help="results folder to prepare (default: the GPU profile's, "
+                    "results/gpu; with --smoke results/gpu-smoke)")
     ap.add_argument("--smoke", action="store_true", help="tiny models on CPU, a few updates")
     a = ap.parse_args()
-    over = {"results_dir": a.results} if a.results else {}
+    # a smoke run writes beside the real one, never into the folder its verdict is read from
+    over = {"results_dir": a.results or ("results/gpu-smoke" if a.smoke else None)}
+    over = {k: v for k, v in over.items() if v}
     extra = SMOKE if a.smoke else {}
     full = Plan(load_config(*(ROOT / f for f in PROFILE), overrides=_merge(extra, over)))
     part = Plan(load_config(*(ROOT / f for f in PROFILE),

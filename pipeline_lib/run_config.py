@@ -116,10 +116,12 @@ def _own_corpora(config: dict, files: Sequence[str | Path], cli: Mapping) -> Non
 def _own_results_dir(config: dict, files: Sequence[str | Path], overrides: Mapping) -> None:
     """A run with a config file of the user's own (not one of the checkout's config/ folder)
     writes to ``results/<its name>`` unless a file or ``--config`` sets ``results_dir``, so
-    it neither mixes with nor overwrites the default run's ``results/`` (issue 35)."""
+    it neither mixes with nor overwrites the default run's ``results/`` (issue 35). A file
+    named ``config.yaml``, Snakemake's conventional name, names nothing: ``results/``."""
     if "results_dir" in overrides:
         return
-    own = [Path(f) for f in files if Path(f).resolve().parent != DEFAULT_CONFIG.parent.resolve()]
+    own = [Path(f) for f in files if Path(f).resolve().parent != DEFAULT_CONFIG.parent.resolve()
+           and Path(f).name != DEFAULT_CONFIG.name]
     if own:
         config["results_dir"] = f"results/{own[-1].stem}"
 

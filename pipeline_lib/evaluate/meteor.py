@@ -55,9 +55,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import version
 
-from nltk.stem import PorterStemmer, SnowballStemmer
-from nltk.stem.api import StemmerI
-from nltk.translate import meteor_score as nltk_meteor
+try:
+    from nltk.stem import PorterStemmer, SnowballStemmer
+    from nltk.stem.api import StemmerI
+    from nltk.translate import meteor_score as nltk_meteor
+except ImportError:   # a machine without NLTK (a lent GPU): no METEOR, and describe() says so
+    nltk_meteor = None
+    StemmerI = object
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 ALPHA, BETA, GAMMA = 0.9, 3.0, 0.5      # NLTK's defaults, used as they are
@@ -114,8 +118,11 @@ class Meteor:
     def __init__(self, tgt_lang: str | None = None):
         self.tgt_lang = tgt_lang
         lang = (tgt_lang or "").lower().split("-")[0].split("_")[0]
-        self.meaningful = lang not in NOT_SEGMENTED
-        if lang == "en":
+        self.installed = nltk_meteor is not None
+        self.meaningful = lang not in NOT_SEGMENTED and self.installed
+        if not self.installed:
+            self.stemmer, self.stemmer_name = NoStemmer(), None
+        elif lang == "en":
             self.stemmer, self.stemmer_name = PorterStemmer(), "porter"
         elif lang in SNOWBALL:
             self.stemmer, self.stemmer_name = SnowballStemmer(SNOWBALL[lang]), \
@@ -129,6 +136,8 @@ class Meteor:
 
     def signature(self) -> str:
         """What produced a METEOR number, in one line (like sacreBLEU's signatures)."""
+        if not self.installed:
+            return "not computed: nltk is not installed"
         return (f"nltk:{version('nltk')}|modules:{'+'.join(self.modules)}"
                 f"|stem:{self.stemmer_name or 'none'}|tgt:{self.tgt_lang or 'unknown'}"
                 f"|a:{ALPHA}|b:{BETA}|g:{GAMMA}|tok:13a|case:lc|agg:corpus")
@@ -136,7 +145,10 @@ class Meteor:
     def describe(self) -> dict:
         """The METEOR settings as scores.json records them (``meteor`` at the top level)."""
         lang = (self.tgt_lang or "").lower().split("-")[0]
-        if not self.meaningful:
+        if not self.installed:
+            note = ("not computed: nltk is not installed here (a machine with the project's "
+                    "requirements computes it)")
+        elif not self.meaningful:
             note = (f"not computed: {NOT_SEGMENTED[lang]} text is not split into words by "
                     "spaces, so METEOR's word matching on 13a tokens is not meaningful")
         elif self.tgt_lang is None:
@@ -145,7 +157,8 @@ class Meteor:
             note = f"NLTK has no stemmer for {self.tgt_lang}: exact matches only"
         else:
             note = f"exact + stem ({self.stemmer_name}); no synonym, no paraphrase module"
-        return {"implementation": f"nltk {version('nltk')} nltk.translate.meteor_score",
+        return {"implementation": (f"nltk {version('nltk')} nltk.translate.meteor_score"
+                                   if self.installed else "none"),
                 "tgt_lang": self.tgt_lang, "modules": self.modules,
                 "stemmer": self.stemmer_name, "alpha": ALPHA, "beta": BETA, "gamma": GAMMA,
                 "tokenize": "13a", "lowercase": True, "aggregation": "corpus statistics",

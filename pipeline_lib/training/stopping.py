@@ -44,6 +44,7 @@ class StopReason(str, Enum):
 
     PLATEAU = "plateau"
     MAX_STEPS = "max_steps"
+    MAX_SECONDS = "max_seconds"   # train.max_seconds: a time-boxed run, finished like any other
 
 
 @dataclass(frozen=True)

@@ -243,8 +243,9 @@ class Trainer:
         self.bar = tqdm(total=tcfg.max_steps, initial=self.state.step, disable=not self.info.is_main,
                         mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train",
                         dynamic_ncols=True)
-        exit_code, last_val = 0, -1
+        exit_code, last_val, timed_out = 0, -1, False
         window, t0 = Window(), time.time()
+        deadline = time.monotonic() + tcfg.max_seconds if tcfg.max_seconds else None
         # a resumed run that had already reached its plateau trains no further
         while self.state.step < tcfg.max_steps and not self.rule.plateaued(self.state.bad_evals):
             self.step(window)
@@ -267,12 +268,19 @@ class Trainer:
                 self._log(f"signal {int(signalled)}: saved last at step {self.state.step}, "
                           f"exiting {EXIT_REQUEUE} for requeue")
                 break
+            # every rank stops after the same update (the main rank's clock decides)
+            if deadline is not None and all_reduce_float(
+                    float(time.monotonic() >= deadline and self.info.is_main), self.info, "max"):
+                timed_out = True
+                self._log(f"train.max_seconds={tcfg.max_seconds:g} reached at step "
+                          f"{self.state.step}: finishing")
+                break
             t0 += time.time() - t_pause  # tokens/s counts training time only
         self.bar.close()
         self.streams.close()
         if exit_code == 0:
             reason = (StopReason.PLATEAU if self.rule.plateaued(self.state.bad_evals)
-                      else StopReason.MAX_STEPS)
+                      else StopReason.MAX_SECONDS if timed_out else StopReason.MAX_STEPS)
             if reason is StopReason.PLATEAU:
                 self._log(f"stopped on a plateau at step {self.state.step}: dev "
                           f"{self.rule.metric.value} did not improve by more than "

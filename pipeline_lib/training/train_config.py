@@ -25,6 +25,7 @@ class TrainConfig:
     max_context_tokens: int | None = None
     update_freq: int = 1
     max_steps: int = 500
+    max_seconds: float = 0.0             # 0: no time limit (per attempt)
     warmup: int = 200
     lr: float = 1e-3
     clip_norm: float = 0.0
@@ -54,6 +55,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.aux_ratio <= 1.0:
             raise ValueError(f"train.aux_ratio={self.aux_ratio} must lie in [0, 1]")
+        if not self.max_seconds >= 0:   # NaN fails too
+            raise ValueError(f"train.max_seconds={self.max_seconds} must be >= 0")
         self.stop_rule()   # refuses a bad rule before anything is built
 
     def stop_rule(self) -> StopRule:
@@ -105,7 +108,7 @@ def matched_budget(tcfg: TrainConfig, manifest: str | Path, share: float = 1.0) 
 
 
 #: Train keys that may change between a run and its resumption (a longer run, other logging).
-RESUMABLE_CHANGES = frozenset({"max_steps", "validate_every", "save_every", "log_every",
+RESUMABLE_CHANGES = frozenset({"max_steps", "max_seconds", "validate_every", "save_every", "log_every",
                                "keep_last", "average_last_k", "patience", "min_delta",
                                "dev_bleu", "device", "compile", "num_workers", "pad_multiple",
                                "phase_times"})

@@ -221,6 +221,28 @@ def test_stops_on_a_plateau_and_records_why(corpus, tmp_path):
     assert (stop["reason"], stop["updates"]) == ("max_steps", 6)
 
 
+def test_a_time_budget_ends_the_run_as_a_finished_one(corpus, tmp_path):
+    """Issue 33 item 5: train.max_seconds is a stop rule (fairseq's --stop-time-hours), not a
+    signal: the run stops after the update that reaches it, validates, writes final and its
+    manifest with the reason, so the stages after it (a matched control's budget, decoding)
+    read a finished run."""
+    torch.set_num_threads(1)
+    shards, dev, spm_model = corpus
+    tcfg = TrainConfig(max_tokens=300, max_steps=100_000, warmup=4, lr=2e-3, validate_every=50,
+                       save_every=50, log_every=5, dev_bleu=False, max_seconds=1.5)
+    t0 = time.monotonic()
+    assert train(TINY, tcfg, shards, dev, spm_model, tmp_path) == 0
+    assert time.monotonic() - t0 < 120
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["stop"]["reason"] == "max_seconds"
+    assert 0 < man["stop"]["updates"] == man["counts"]["steps"] < 100_000
+    assert (tmp_path / "checkpoints" / "final" / "model.pt").is_file()
+    dev_steps = [r["step"] for r in _metrics(tmp_path) if r["split"] == "dev"]
+    assert dev_steps[-1] == man["counts"]["steps"]                 # validated where it stopped
+    with pytest.raises(ValueError, match="max_seconds=nan must be >= 0"):
+        TrainConfig(max_seconds=float("nan"))
+
+
 class _PreemptedAt(Trainer):
     """A trainer that SLURM pre-empts after update ``at``: a real SIGTERM to this process, which
     the trainer's handler turns into "save last, exit EXIT_REQUEUE" after that update."""

@@ -62,3 +62,7 @@ def test_the_default_run_and_the_checkouts_profiles_are_unchanged():
     converged = load_config(DEFAULT_CONFIG, root / "converged.yaml")
     assert converged["results_dir"] == "results/converged"
     assert list(converged["corpora"]) == ["bible"]
+
+
+def test_a_file_named_config_yaml_keeps_results(tmp_path):
+    assert own(tmp_path, name="config")["results_dir"] == "results"

@@ -87,10 +87,13 @@ def regime(runs: dict[str, TrainRun]) -> str:
 
 
 def capped(run: TrainRun | None) -> bool:
-    """Whether a job stopped at its max_steps cap before a plateau: not a matched control,
-    whose max_steps is the budget it copies."""
-    return (run is not None and run.stop.get("reason") == "max_steps"
-            and not run.train_params.get("matched_to"))
+    """Whether a job stopped at a cap (max_steps, or max_seconds of a time-boxed run) before a
+    plateau: not a matched control at its max_steps, the budget it copies."""
+    if run is None:
+        return False
+    reason = run.stop.get("reason")
+    return reason == "max_seconds" or (reason == "max_steps"
+                                       and not run.train_params.get("matched_to"))
 
 
 def stopped(run: TrainRun | None) -> str:
