@@ -85,9 +85,12 @@ def test_changed_corpus_file_reruns_only_its_dependents(tiny_pipeline):
            ("noise_docs", "corpus=extra"), ("make_shards", "corpus=extra"),
            ("verify_shards", "corpus=extra")}
     decoded = {("decode_test", f"model={m}, corpus=extra, split=test") for m in systems}
+    # the tiny run scores context use (score.context_ablation): each model on the test set
+    cxmi = {("context_cxmi", f"model={m}, corpus=extra, split=test")
+            for m in _plan(cfg).models}
     evaluation = {("score_test", ""), ("discourse_consistency", ""), ("report", ""), ("all", "")}
-    assert jobs == own | decoded | evaluation, sorted(jobs)
-    assert len(jobs) == 9 + len(systems)   # one decoding per evaluated system
+    assert jobs == own | decoded | cxmi | evaluation, sorted(jobs)
+    assert len(jobs) == 9 + len(systems) + len(cxmi)   # one decoding per evaluated system
 
 
 def test_changed_vocab_size_reruns_bpe_and_after_but_not_parsing(tiny_pipeline):
@@ -102,7 +105,7 @@ def test_changed_training_setting_reruns_training_and_after_only(tiny_pipeline):
     cfg = _config(tiny_pipeline)
     cfg["train"]["lr"] = 5.0e-4
     jobs = planned(tiny_pipeline, cfg)
-    assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
+    assert rules_of(jobs) == {"train_model", "decode_test", "context_cxmi", "score_test",
                               "discourse_consistency", "report", "all"}
     trained = {wc for r, wc in jobs if r == "train_model"}
     plan = _plan(cfg)
@@ -123,7 +126,8 @@ def test_one_models_setting_reruns_only_that_model(tiny_pipeline):
     assert {wc for r, wc in jobs if r == "train_model"} == {"model=doct", f"model={control}"}
     assert {wc.split(",")[0] for r, wc in jobs if r == "decode_test"} == {"model=doct",
                                                                           f"model={control}"}
-    assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
+    assert {wc.split(",")[0] for r, wc in jobs if r == "context_cxmi"} == {"model=doct"}
+    assert rules_of(jobs) == {"train_model", "decode_test", "context_cxmi", "score_test",
                               "discourse_consistency", "report", "all"}
 
 
@@ -171,6 +175,12 @@ def _decodings(work: Path, *systems: str) -> set[tuple[str, str]]:
             for m in systems for c in cfg["corpora"]}
 
 
+def _cxmi(work: Path, *models: str) -> set[tuple[str, str]]:
+    cfg = _config(work)
+    return {("context_cxmi", f"model={m}, corpus={c}, split=test")
+            for m in models for c in cfg["corpora"]}
+
+
 def test_moved_checkout_and_run_plan_nothing(moved):
     """No rule parameter holds a path of the checkout (the UD treebanks count by content)."""
     assert planned_in(*moved) == set()
@@ -182,7 +192,8 @@ def test_edited_model_reruns_its_chain_only(moved):
     root, work = moved
     _edit(root, "models/cache.py")
     assert planned_in(root, work) == ({("train_model", "model=cache")}
-                                      | _decodings(work, "cache") | EVALUATION)
+                                      | _decodings(work, "cache") | _cxmi(work, "cache")
+                                      | EVALUATION)
 
 
 def test_edited_reader_reruns_its_corpora_only(moved):
@@ -203,7 +214,7 @@ def test_edited_transformer_core_retrains_every_job(moved):
     jobs = planned_in(root, work)
     plan = _plan(_config(work))
     assert {wc for r, wc in jobs if r == "train_model"} == {f"model={j}" for j in plan.jobs}
-    assert rules_of(jobs) == {"train_model", "decode_test", "score_test",
+    assert rules_of(jobs) == {"train_model", "decode_test", "context_cxmi", "score_test",
                               "discourse_consistency", "report", "all"}
 
 
