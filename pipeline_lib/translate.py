@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,15 @@ from typing import BinaryIO, TextIO
 
 import torch
 
+from pipeline_lib.atomic import atomic_output
 from pipeline_lib.checkpoint import SPM_FILE as CKPT_SPM_FILE
 from pipeline_lib.checkpoint import find_checkpoint
 from pipeline_lib.layout import CKPT_CHOICES, CKPT_FINAL
 from pipeline_lib.models.search import BeamConfig
+
+
+#: the document separator line of the Maruf et al. (2019) releases
+MARUF_SEPARATOR = "<d>"
 
 
 class TranslateError(ValueError):
@@ -101,6 +107,12 @@ def layout_from_lines(lines: list[str], separator: str = "",
                          "where": f"{name}:{no}"})
             seen[doc] = seen.get(doc, 0) + 1
         return Layout([None] * len(lines), rows)
+    if separator != MARUF_SEPARATOR and (no := next(
+            (n for n, t in enumerate(lines, 1) if t.strip() == MARUF_SEPARATOR), None)):
+        raise TranslateError(f"{name}:{no}: a line '{MARUF_SEPARATOR}' separates documents in "
+                             f"the Maruf et al. (2019) releases; pass --doc-separator "
+                             f"'{MARUF_SEPARATOR}' (translated as a sentence, it would merge "
+                             "the documents), as ingest refuses it")
     layout, doc, idx = Layout([], []), 0, 0
     for no, text in enumerate(lines, 1):
         if text.strip() == separator:
@@ -215,11 +227,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = ap.parse_args(argv)
+    problems = BeamConfig.flag_problems(a) + ([f"--threads {a.threads}: must be at least 0"]
+                                              if a.threads < 0 else [])
+    if problems:
+        ap.error("; ".join(problems))
     try:
         return translate(a)
     except (TranslateError, FileNotFoundError, ValueError) as e:
         print(f"translate: {e}", file=sys.stderr)
         return 2
+
+
+def check_paths(a: argparse.Namespace) -> None:
+    """translate never destroys its input: an ``--output`` that is the ``--input`` or
+    ``--docids`` file itself (the same inode, by any path) is refused before anything is read
+    (issue 36: ``-i mine.es -o mine.es`` replaced the text with its translation), as is one that
+    is a folder."""
+    if a.output == "-":
+        return
+    out = Path(a.output)
+    if out.is_dir():
+        raise TranslateError(f"--output {out}: is a folder, not a file to write")
+    for flag, given in (("--input", a.input), ("--docids", a.docids)):
+        if given is None or str(given) == "-" or not out.exists() or not Path(given).exists():
+            continue
+        if os.path.samefile(given, out):
+            raise TranslateError(f"--output {out} is the {flag} file itself: its text would be "
+                                 "replaced by the translation; write to another file")
 
 
 def translate(a: argparse.Namespace) -> int:
@@ -229,6 +263,7 @@ def translate(a: argparse.Namespace) -> int:
     from pipeline_lib.models.inputs import inputs_for
     from pipeline_lib.checkpoint import load_model, read_config
 
+    check_paths(a)
     if a.threads:
         torch.set_num_threads(a.threads)
     cfg = BeamConfig(beam=a.beam, lenpen=a.lenpen, max_len_a=a.max_len_a, max_len_b=a.max_len_b,
@@ -267,8 +302,8 @@ def translate(a: argparse.Namespace) -> int:
     ordered = [by_key[(r["doc_id"], r["sent_idx"])] for r in layout.rows]
     if a.output == "-":
         write_output(sys.stdout, layout, ordered, a.nbest)
-    else:
-        with open(a.output, "w", encoding="utf-8") as f:
+    else:   # complete or not at all: a failed write leaves no half output, nor a lost old one
+        with atomic_output(a.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
             write_output(f, layout, ordered, a.nbest)
     return 0
 

@@ -288,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = stage_options.parse_args(p, argv)
+    if problems := BeamConfig.flag_problems(a):
+        p.error("; ".join(problems))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -41,6 +41,21 @@ class BeamConfig:
         if self.beam < 1 or not 1 <= self.nbest <= self.beam:
             raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam} nbest={self.nbest}")
 
+    @staticmethod
+    def flag_problems(args: argparse.Namespace) -> list[str]:
+        """What is wrong with the search flags of a decoding CLI, each naming its flag, before
+        a model is loaded (issue 36: --batch-size -1 ended in an IndexError stack, --lenpen
+        nan decoded with a NaN score order and exited 0)."""
+        checks = [("--beam", args.beam, args.beam >= 1, "at least 1"),
+                  ("--nbest", args.nbest, 1 <= args.nbest <= args.beam, "between 1 and --beam"),
+                  ("--batch-size", args.batch_size, args.batch_size >= 1, "at least 1"),
+                  ("--lenpen", args.lenpen, math.isfinite(args.lenpen) and args.lenpen >= 0,
+                   "a finite number >= 0"),
+                  ("--max-len-a", args.max_len_a,
+                   math.isfinite(args.max_len_a) and args.max_len_a >= 0, "a finite number >= 0"),
+                  ("--max-len-b", args.max_len_b, args.max_len_b >= 0, "at least 0")]
+        return [f"{flag} {value}: must be {what}" for flag, value, ok, what in checks if not ok]
+
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """The beam flags every decoding CLI shares (decode, translate), defaults from here."""

@@ -1,0 +1,51 @@
+"""translate never destroys or invents (issue 36 item 4), checked before any model is loaded:
+an output that is its own input is refused and the input kept, every search flag's range is
+checked naming the flag, and Maruf-style '<d>' lines need --doc-separator."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pipeline_lib.translate import TranslateError, layout_from_lines, main
+
+MODEL = "no/such/model"   # the checks come first: no model is needed to see them
+
+
+def test_an_output_that_is_the_input_is_refused_and_the_input_kept(tmp_path, capsys):
+    mine = tmp_path / "mine.es"
+    mine.write_text("Hola mundo.\n")
+    os.link(mine, tmp_path / "same.es")            # another name of the same file
+    for out in (mine, tmp_path / "same.es"):
+        assert main([MODEL, "-i", str(mine), "-o", str(out)]) == 2
+        assert f"--output {out} is the --input file itself" in capsys.readouterr().err
+    docids = tmp_path / "ids"
+    docids.write_text("d1\n")
+    assert main([MODEL, "-i", str(mine), "--docids", str(docids), "-o", str(docids)]) == 2
+    assert "is the --docids file itself" in capsys.readouterr().err
+    assert main([MODEL, "-i", str(mine), "-o", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert mine.read_text() == "Hola mundo.\n" and docids.read_text() == "d1\n"
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--batch-size", "-1"], "--batch-size -1: must be at least 1"),
+    (["--batch-size", "0"], "--batch-size 0: must be at least 1"),
+    (["--threads", "-1"], "--threads -1: must be at least 0"),
+    (["--max-len-b", "-5"], "--max-len-b -5: must be at least 0"),
+    (["--lenpen", "nan"], "--lenpen nan: must be a finite number >= 0"),
+    (["--max-len-a", "inf"], "--max-len-a inf: must be a finite number >= 0"),
+    (["--beam", "4", "--nbest", "5"], "--nbest 5: must be between 1 and --beam"),
+])
+def test_each_search_flag_out_of_range_is_named(flags, said, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([MODEL, *flags])
+    assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_maruf_document_lines_need_the_separator():
+    with pytest.raises(TranslateError, match=r"mine.es:2: a line '<d>' separates documents"):
+        layout_from_lines(["Uno.", "<d>", "Dos."], name="mine.es")
+    layout = layout_from_lines(["Uno.", "<d>", "Dos."], "<d>", name="mine.es")
+    assert [r["doc_id"] for r in layout.rows] == ["d0", "d1"]
