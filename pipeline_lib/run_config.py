@@ -11,6 +11,7 @@ the schema: validation fills them in, so later code indexes the config without f
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -73,6 +74,7 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
     check_config(config)
     validate(config, str(SCHEMA))
     _train_corpus(config)
+    _check_decode(config)
     # Every job gets its model_settings entry, so the schema fills its defaults too (a job
     # without an entry is a one-step sentence-level run of the registry model of its name).
     from pipeline_lib.plan.training import chain_jobs
@@ -80,6 +82,30 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
     for job in chain_jobs(config["models"], config["model_settings"]):
         config["model_settings"].setdefault(job, {})
     validate(config, str(SCHEMA))
+
+
+def _check_decode(config: Mapping) -> None:
+    """``decode.nbest`` > ``decode.beam`` is refused when the run is planned, not when the
+    first decoding starts after all training (issue 36)."""
+    from pipeline_lib.config_files import ConfigError
+
+    decode = config["decode"]
+    if decode["nbest"] > decode["beam"]:
+        raise ConfigError(f"decode.nbest={decode['nbest']} is more than decode.beam="
+                          f"{decode['beam']}: a beam search keeps beam hypotheses; lower nbest "
+                          "or raise beam")
+
+
+def _not_finite(value: object, where: str = "") -> list[str]:
+    """The key paths of every NaN or infinity in a config (YAML's .nan, .inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{where or 'config'}={value}"]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in _not_finite(v, f"{where}.{k}" if where
+                                                                 else str(k))]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in _not_finite(v, f"{where}[{i}]")]
+    return []
 
 
 def _own_corpora(config: dict, files: Sequence[str | Path], cli: Mapping) -> None:
@@ -184,6 +210,11 @@ def check_config(config: Mapping) -> None:
     folder on a case-insensitive file system (macOS, Windows)."""
     from pipeline_lib.config_files import ConfigError
 
+    # the schema's minimum/maximum let NaN through (every comparison with it is false): a
+    # length-ratio filter at NaN keeps a 1:300 pair, an lr of NaN trains to a stack (issue 36)
+    if bad := _not_finite(config):
+        raise ConfigError(f"{', '.join(bad)}: not a finite number (YAML .nan/.inf); no run "
+                          "can use it: give a number")
     stanza = config.get("stanza")
     treebanks = stanza.get("treebanks") if isinstance(stanza, Mapping) else None
     langs = [(key, config.get(key), f"{key}: 'no'") for key in ("src_lang", "tgt_lang")]
