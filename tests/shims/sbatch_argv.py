@@ -12,7 +12,8 @@ src/common/proc_args.c):
 * ``getopt_long`` with ``+`` (options stop at the first operand, the batch script): long options
   as ``--name=value`` or ``--name value``; an unambiguous prefix of a long name; short options as
   ``-p value``, ``-pvalue`` and clusters of flags; an optional argument only after ``=``.
-* every sbatch option of SLURM 23.x is known; anything else is ``unrecognized option``.
+* the sbatch options of SLURM 23.x (its man page's list, written out below) are known;
+  anything else is ``unrecognized option``.
 * values that sbatch itself checks before submitting: ``--signal`` (``get_signal_opts``:
   ``[{R|B|RB}:]SIG[@N]``, N a whole number to the end of the string), ``--open-mode``
   (``a``/``append``/``t``/``truncate``), ``--time``/``--time-min`` (``time_str2mins``), ``--mem``
