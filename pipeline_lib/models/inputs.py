@@ -247,9 +247,14 @@ class PreviousSentenceSlots(ContextRule):
 @dataclass(frozen=True)
 class RandomSentences(ContextRule):
     """The layout of ``rule`` filled with random sentences of the reading unit instead of the
-    true previous ones (:func:`random_previous`; CAMN's "without inter-sentence attention")."""
+    true previous ones: by default ``n`` sentences other than the true context
+    (:func:`random_previous`; CAMN's "without inter-sentence attention"); with
+    ``other_documents``, as many sentences as the true context holds, drawn from other
+    documents only (a context ablation, Kim et al. 2019; Li et al. 2020: the context's form
+    and amount stay, its content no longer belongs to the document)."""
 
     rule: PreviousSentences | PreviousSentenceSlots
+    other_documents: bool = False
 
     def context(self, doc: Sequence[Mapping], i: int) -> Any:
         raise NotImplementedError("random contexts are drawn over all documents: use contexts()")
@@ -257,46 +262,19 @@ class RandomSentences(ContextRule):
     def contexts(self, docs: Sequence[Sequence[Mapping]], seed: int) -> list[list[Any]]:
         pool = [r["src_ids"] for d in docs for r in d]
         n = self.rule.k if isinstance(self.rule, PreviousSentences) else self.rule.n
-        out, pos = [], 0
+        out, start = [], 0
         for d in docs:
             ctxs = []
             for i, r in enumerate(d):
-                drawn = random_previous(pool, pos, min(i, n), n, seed, str(r["doc_id"]),
-                                        int(r["sent_idx"]))
-                ctxs.append(self.rule.context([{"src_ids": s} for s in drawn] + [r], n))
-                pos += 1
+                doc_id, idx = str(r["doc_id"]), int(r["sent_idx"])
+                if self.other_documents:
+                    k = min(i, n)
+                    drawn = _draw(pool, range(start, start + len(d)), k, seed, doc_id, idx)
+                else:
+                    k = n
+                    drawn = random_previous(pool, start + i, min(i, n), n, seed, doc_id, idx)
+                ctxs.append(self.rule.context([{"src_ids": s} for s in drawn] + [r], k))
             out.append(ctxs)
-        return out
-
-    def collate(self, contexts: Sequence[Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        return self.rule.collate(contexts)
-
-    def true_context(self) -> ContextRule:
-        return self.rule
-
-
-@dataclass(frozen=True)
-class OtherDocumentSentences(ContextRule):
-    """The layout of ``rule`` with as many sentences as the true context holds, drawn from other
-    documents of the reading unit (a context ablation, Kim et al. 2019; Li et al. 2020): the
-    context's form and amount stay, its content no longer belongs to the document."""
-
-    rule: PreviousSentences | PreviousSentenceSlots
-
-    def context(self, doc: Sequence[Mapping], i: int) -> Any:
-        raise NotImplementedError("other documents' sentences are drawn over all documents: "
-                                  "use contexts()")
-
-    def contexts(self, docs: Sequence[Sequence[Mapping]], seed: int) -> list[list[Any]]:
-        pool = [r["src_ids"] for d in docs for r in d]
-        n = self.rule.k if isinstance(self.rule, PreviousSentences) else self.rule.n
-        out, start = [], 0
-        for d in docs:
-            own = range(start, start + len(d))
-            out.append([self.rule.context(
-                [{"src_ids": s} for s in _draw(pool, own, min(i, n), seed, str(r["doc_id"]),
-                                               int(r["sent_idx"]))] + [r], min(i, n))
-                for i, r in enumerate(d)])
             start += len(d)
         return out
 
@@ -413,13 +391,17 @@ class ModelInputs:
 
     def ablated(self, condition: str) -> "ModelInputs":
         """The same inputs with the context of ``condition``: ``true`` (the document's),
-        ``random`` (:class:`OtherDocumentSentences`) or ``empty`` (:class:`NoContext`). A model
-        without a context rule reads no context: its inputs are the same under every condition."""
+        ``random`` (:class:`RandomSentences` of other documents) or ``empty``
+        (:class:`NoContext`). A model without a context rule reads no context: its inputs are
+        the same under every condition."""
         if self.context is None or condition == "true":
             return self
         rule = self.context.true_context()
-        make = {"random": OtherDocumentSentences, "empty": NoContext}[condition]
-        return replace(self, context=make(rule))
+        if condition == "random":
+            return replace(self, context=RandomSentences(rule, other_documents=True))
+        if condition == "empty":
+            return replace(self, context=NoContext(rule))
+        raise ValueError(f"context condition {condition!r}: true, random or empty")
 
     def add_context(self, docs: Sequence[Sequence[dict]], seed: int) -> None:
         """Give every row of ``docs`` its context under ``CTX_KEY`` (CONTEXT mode)."""

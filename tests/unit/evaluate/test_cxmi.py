@@ -12,7 +12,7 @@ import torch
 
 from pipeline_lib.evaluate.cxmi import bootstrap_interval, measure
 from pipeline_lib.models import ModelConfig, build_model
-from pipeline_lib.models.inputs import (NoContext, OtherDocumentSentences, PreviousSentences,
+from pipeline_lib.models.inputs import (NoContext, PreviousSentences, RandomSentences,
                                         SpecialIds, context_ids)
 
 torch.set_num_threads(1)
@@ -42,15 +42,15 @@ def tiny(name: str) -> torch.nn.Module:
 def test_random_context_comes_from_other_documents_with_the_true_amount():
     docs = documents()
     rule = PreviousSentences(2, 64, SPECIAL.sent_break)
-    drawn = OtherDocumentSentences(rule).contexts(docs, seed=3)
+    drawn = RandomSentences(rule, other_documents=True).contexts(docs, seed=3)
     for d, ctxs in zip(docs, drawn):
         own = {w for r in d for w in r["src_ids"]}
         for i, ctx in enumerate(ctxs):
             words = [w for w in ctx if w >= 10]
             assert not own & set(words), (d[0]["doc_id"], i, ctx)
             assert ctx.count(SPECIAL.sent_break) == max(0, min(i, 2) - 1)   # as many sentences
-    assert drawn == OtherDocumentSentences(rule).contexts(docs, seed=3)      # deterministic
-    assert drawn != OtherDocumentSentences(rule).contexts(docs, seed=4)
+    assert drawn == RandomSentences(rule, other_documents=True).contexts(docs, seed=3)      # deterministic
+    assert drawn != RandomSentences(rule, other_documents=True).contexts(docs, seed=4)
     empty = NoContext(rule).contexts(docs, seed=3)
     assert all(c == context_ids([], 2, 64, SPECIAL.sent_break) for d in empty for c in d)
 
