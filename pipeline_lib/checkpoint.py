@@ -164,6 +164,12 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return yaml.safe_load((Path(path) / CONFIG_FILE).read_text())
 
 
+def training_seed(path: str | Path) -> int:
+    """The seed the checkpoint's run trained with: every reader of a model whose context rule
+    draws at random (decoding, translate, CXMI) draws with it, so it draws what training drew."""
+    return int(read_config(resolve_checkpoint(path) or path).get("train", {}).get("seed", 1))
+
+
 def load_state(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
     return torch.load(Path(path) / MODEL_FILE, map_location=device, weights_only=True)
 

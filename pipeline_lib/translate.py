@@ -261,7 +261,7 @@ def translate(a: argparse.Namespace) -> int:
 
     from pipeline_lib.evaluate.decode import translate_rows
     from pipeline_lib.models.inputs import inputs_for
-    from pipeline_lib.checkpoint import load_model, read_config
+    from pipeline_lib.checkpoint import load_model, training_seed
 
     check_paths(a)
     if a.threads:
@@ -293,7 +293,7 @@ def translate(a: argparse.Namespace) -> int:
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     rows = [{**r, "src_ids": sp.encode(r["text"])} for r in layout.rows]
     check_lengths(rows, model.cfg.max_len - 1 - (inputs.tag is not None))
-    seed = int(read_config(checkpoint).get("train", {}).get("seed", 1))
+    seed = training_seed(checkpoint)
     translations, _ = translate_rows(model, rows, cfg, spm_path, a.device,
                                      inputs.in_document_order, a.unit, seed,
                                      progress=sys.stderr.isatty())

@@ -181,7 +181,7 @@ def measure(model: torch.nn.Module, docs: Sequence[Sequence[dict]], inputs: Mode
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
+    from pipeline_lib.checkpoint import load_model, training_seed
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory")
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     model, model_cfg = load_model(a.checkpoint, device=a.device)
     # the training seed: the random condition draws with it, as a random-context rule would
-    seed = int(read_config(resolve_checkpoint(a.checkpoint)).get("train", {}).get("seed", 1))
+    seed = training_seed(a.checkpoint)
     torch.manual_seed(seed)
     record = {"model": model_cfg.name, "checkpoint": str(a.checkpoint), "seed": seed,
               "draws": a.draws, **measure(model, read_pairs(a.shards), inputs_for(model, a.spm),

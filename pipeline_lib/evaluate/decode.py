@@ -268,7 +268,7 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.checkpoint import load_model, read_config, resolve_checkpoint
+    from pipeline_lib.checkpoint import load_model, training_seed
     from pipeline_lib.manifest import Manifest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = read_shards(a.shards)
     log.info("decoding %d sentences with %s (%d parameters)", len(rows), model_cfg.name, model.num_parameters())
     # the training seed, so a context rule that draws at random draws what training drew
-    seed = int(read_config(resolve_checkpoint(a.checkpoint)).get("train", {}).get("seed", 1))
+    seed = training_seed(a.checkpoint)
     manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,
                                   a.unit, seed)
     manifest.extra["model"] = model_cfg.to_dict()
