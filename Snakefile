@@ -15,7 +15,7 @@ from pipeline_lib.config_files import ConfigError, check_files, command_line_con
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
 from pipeline_lib.training.submit_checks import partition_warnings, submit_problem
-from pipeline_lib.training.slurm_extra import train_slurm_extra
+from pipeline_lib.training.slurm_extra import signal_warning_s, train_slurm_extra
 
 min_version("9.0")
 

@@ -39,6 +39,12 @@ class StageOptions:
         c = self.config["cluster"]
         return {"nodes": c["nodes"], "gres": f"gpu:{c['gpus_per_node']}" if c["gpus_per_node"] else ""}
 
+    @property
+    def max_requeues(self) -> int:
+        """Time-limit requeues of a training job (config cluster.max_requeues): a resource of
+        rule train_model, so changing it reruns nothing."""
+        return self.config["cluster"]["max_requeues"]
+
     def corpus_spec(self, corpus: str) -> dict[str, Any]:
         """Corpus ``corpus``'s config entry (what its reader, inputs and code hash follow)."""
         return self.config["corpora"][corpus]

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,10 @@ from pipeline_lib.training.batching import (collate, collate_columns, collate_do
                                             pack_documents, stream_batches, subdocuments, usable)
 from pipeline_lib.training.shards import (WorkUnit, prepare, read_columns, read_documents,
                                           shard_files, work_units)
+
+# What SLURM sends before a time limit or on pre-emption: the trainer saves on them
+# (train.StopFlag), its loader workers ignore them (ignore_stop_signals).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 @dataclass(frozen=True)
@@ -269,7 +274,14 @@ class TrainLoader:
                                 pin_memory=self.cfg.pin_memory, prefetch_factor=1,
                                 worker_init_fn=ignore_stop_signals,
                                 generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
-            self._items = iter(loader)
+            # the workers start (fork) with the stop signals blocked, until they ignore them: a
+            # signal in between would kill a worker, and the trainer with it, before its save
+            # (the trainer's own copy waits, blocked, and is handled right after)
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+            try:
+                self._items = iter(loader)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         else:
             self._items = self.dataset.chunks(epoch)
         self._next_epoch = epoch
@@ -314,11 +326,11 @@ def ignore_stop_signals(worker_id: int) -> None:
     WHY: SLURM signals every process of the job step (``--signal=TERM@120``, ``scancel
     --signal``), the workers too. A worker killed by it makes DataLoader raise "worker ... is
     killed by signal" in the trainer, which then dies without the save it was signalled to make.
-    The trainer alone decides: it saves ``last``, exits, and its exit shuts the workers down."""
-    import signal
-
-    for signum in (signal.SIGTERM, signal.SIGUSR1):
+    The trainer alone decides: it saves ``last``, exits, and its exit shuts the workers down.
+    A worker starts with them blocked (:meth:`_start`); what came meanwhile is dropped here."""
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,

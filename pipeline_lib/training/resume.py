@@ -10,6 +10,8 @@ Snakemake's retry after a pre-emption (attempt 2, 3...)   this run, unfinished: 
 SLURM requeue of the job (same job id, restart 1, 2...)   this run, unfinished: resume
 a killed Snakemake run again (``--rerun-incomplete``)     this run, unfinished: resume
 ``--forcerun``, or raised ``max_steps``, after it ended   this run, *finished*: from scratch
+Snakemake's retry of a job killed after its run finished  this run, *finished*, attempt 2...:
+(at the time limit, while writing its outputs)             its outputs again, no update
 changed model/train config, training code or inputs       another run: from scratch
 ========================================================  ====================================
 
@@ -21,7 +23,10 @@ before it reruns or retries it, so whether the run finished is recorded in ``las
 (``TrainerState.finished``), which is no output, and so are the best dev value and its step;
 the best weights are kept in ``best-kept``, from which a resume re-creates ``best`` (train.py).
 A finished run is never continued: whatever Snakemake reran it for (``--forcerun``, a new
-``max_steps``, a touched input) asks for a run of its own, and an interrupted run that is
+``max_steps``, a touched input) asks for a run of its own, except a retry (attempt 2 or later of
+one Snakemake run), which only means the job ended after the trainer did: its outputs are
+written again from ``last`` (a training that ends in its time limit's last minutes would
+otherwise start again from scratch). And an interrupted run that is
 continued passes through the same states as an uninterrupted one
 (tests/integration/test_train.py), so resuming never changes a result.
 """
@@ -71,13 +76,19 @@ def run_changes(saved: Mapping[str, Any], model: Mapping[str, Any], record: Mapp
     return changes
 
 
-def decide(last: Path | None, changes: list[str], finished: bool, step: int) -> StartDecision:
-    """Resume ``last`` when it belongs to this run (no ``changes``) and the run did not finish."""
+def decide(last: Path | None, changes: list[str], finished: bool, step: int,
+           attempt: int = 1) -> StartDecision:
+    """Resume ``last`` when it belongs to this run (no ``changes``) and the run did not finish,
+    or finished and this is Snakemake's retry (``attempt`` > 1) of the job that ran it."""
     if last is None:
         return StartDecision(False, "no checkpoints/last: training from scratch")
     if changes:
         return StartDecision(False, f"{last} belongs to another run (changed: "
                                     f"{', '.join(changes)}): training from scratch")
+    if finished and attempt > 1:
+        return StartDecision(True, f"{last} is this run, finished at step {step} by an earlier "
+                                   "attempt whose job ended before Snakemake saw it: writing its "
+                                   "outputs again, no training")
     if finished:
         return StartDecision(False, f"{last} is a run that finished at step {step}; a new run "
                                     "of the job (--forcerun, a new max_steps, touched inputs) "

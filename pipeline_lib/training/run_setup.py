@@ -64,7 +64,7 @@ def start_attempt(ckpts: RunCheckpoints, model: dict[str, Any], record: dict[str
         if last is not None and not changes:
             state = ckpt.load_trainer_state(last)
         step = state["step"] if state else 0
-        decision = decide(last, changes, bool(state and state.get("finished")), step)
+        decision = decide(last, changes, bool(state and state.get("finished")), step, attempt)
         log(f"attempt {attempt}: {decision.reason}")
         if not decision.resume:
             clear_run(out_dir, RUN_FILES)

@@ -91,11 +91,25 @@ def signal_problem(value: str | None) -> str | None:
         return f"--signal={value} is not SIGTERM, on which the trainer saves"
     if at and when and not when.strip().lstrip("+").isdigit():
         return f"--signal={value}: sbatch refuses it (the time after @ must be a whole number)"
-    seconds = (int(when) if when else 0) if at else 60   # strtol reads "" as 0
+    seconds = _warning(spec)
     if seconds < MIN_WARNING_S:
         return (f"--signal={value} warns {seconds} s before the time limit; the save needs "
                 f"{MIN_WARNING_S} s")
     return None
+
+
+def _warning(spec: str) -> int:
+    """The seconds ahead of the time limit of ``SIG[@N]``: N, 60 without ``@`` (SLURM's
+    default), 0 for an empty N (strtol reads "" as 0)."""
+    _, at, when = spec.partition("@")
+    return (int(when) if when else 0) if at else 60
+
+
+def signal_warning_s(slurm_extra: str) -> int:
+    """Seconds before its time limit at which SLURM signals a training job with this
+    ``slurm_extra`` (one :func:`train_slurm_extra` accepted): how the trainer tells the time
+    limit's SIGTERM from a pre-emption's (time_limit.py)."""
+    return _warning(sbatch_values(slurm_extra)["--signal"].rpartition(":")[2])
 
 
 def train_slurm_extra(overrides: Mapping[str, Mapping]) -> str:

@@ -27,8 +27,10 @@ class TrainerState:
     bad_evals: int = 0
     reference: float = math.inf
     tokens: int = 0
-    #: the run ended (max_steps or early stop): a later start trains from scratch (resume.py)
+    #: the run ended (max_steps or early stop): a later start trains from scratch (resume.py),
+    #: and why (a StopReason value), for a retry that only writes the outputs again
     finished: bool = False
+    stop: str = ""
     aux_position: DataPosition = field(default_factory=DataPosition)
     #: parse supervision seen (models with ``inputs.heads``): tokens with a gold head / tokens
     supervision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUPERVISION, 0))
@@ -38,7 +40,8 @@ class TrainerState:
                 "aux_position": self.aux_position.to_dict(), "best_dev": self.best_dev,
                 "best_step": self.best_step, "bad_evals": self.bad_evals,
                 "reference": self.reference, "tokens": self.tokens,
-                "supervision": dict(self.supervision), "finished": self.finished}
+                "supervision": dict(self.supervision), "finished": self.finished,
+                "stop": self.stop}
 
     @classmethod
     def from_dict(cls, ts: dict[str, Any]) -> "TrainerState":
@@ -49,4 +52,4 @@ class TrainerState:
                    aux_position=DataPosition.from_dict(ts.get("aux_position",
                                                               {"epoch": 0, "batches": 0})),
                    supervision={**dict.fromkeys(SUPERVISION, 0), **ts.get("supervision", {})},
-                   finished=ts.get("finished", False))
+                   finished=ts.get("finished", False), stop=ts.get("stop", ""))

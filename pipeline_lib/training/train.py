@@ -19,8 +19,10 @@ is ``best`` under a name that is no output of the rule, hard-linked, see below),
 
 Pre-emption: SIGTERM / SIGUSR1 (what SLURM sends before a time limit or pre-emption) set a flag;
 after the current update the run saves ``last`` and exits with ``EXIT_REQUEUE`` (143), which
-Snakemake's ``retries`` (or ``scontrol requeue``) turns into a restart that resumes from
-``last``. A SIGKILL loses at most the updates since the last ``save_every`` checkpoint.
+Snakemake's ``retries`` (or SLURM's requeue) turns into a restart that resumes from ``last``.
+At a SLURM time limit's warning (``--max-requeues``) the main rank first requeues its own job
+(time_limit.py), so the time limit costs no retry. A SIGKILL loses at most the updates since
+the last ``save_every`` checkpoint.
 Snakemake deletes the rule's outputs (``best``, ``final``, the manifest) before a retry; the best
 dev value and its step are in ``last``'s trainer state and the best weights in ``best-kept``
 (its ``config.yaml`` train record names their ``best_step``), from which a resumed run
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -58,6 +61,7 @@ from pipeline_lib.layout import (CKPT_LAST, MANIFEST_FILE)
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for
 from pipeline_lib import checkpoint as ckpt
+from pipeline_lib.training.data import STOP_SIGNALS
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
 from pipeline_lib.training.validation import dev_bleu, dev_loss
@@ -74,6 +78,7 @@ from pipeline_lib.training.update import Tally, Updater
 from pipeline_lib.training.reproducibility import seed_all
 from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog)
 from pipeline_lib.training.stopping import StopMetric, StopReason, judge
+from pipeline_lib.training.time_limit import RequeuePolicy, after_save
 
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 
@@ -83,7 +88,7 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.signum = 0
-        for s in (signal.SIGTERM, signal.SIGUSR1):
+        for s in STOP_SIGNALS:
             signal.signal(s, self._handle)
 
     def _handle(self, signum, frame) -> None:
@@ -96,12 +101,14 @@ class Trainer:
 
     def __init__(self, model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path,
                  dev_shards: str | Path, spm_path: str | Path, out_dir: str | Path,
-                 aux_shards: str | Path | None = None, attempt: int = 1) -> None:
+                 aux_shards: str | Path | None = None, attempt: int = 1,
+                 requeue: RequeuePolicy | None = None) -> None:
         from pipeline_lib.models.registry import build_model
 
         if tcfg.aux_ratio > 0 and aux_shards is None:
             raise ValueError(f"train.aux_ratio={tcfg.aux_ratio} needs --aux-shards")
         self.tcfg, self.spm_path, self.out_dir = tcfg, spm_path, Path(out_dir)
+        self.requeue = requeue
         self.info, self.device = init_distributed(tcfg.device)
         seed_all(tcfg.seed)
         self.stop = StopFlag()
@@ -243,11 +250,13 @@ class Trainer:
         self.bar = tqdm(total=tcfg.max_steps, initial=self.state.step, disable=not self.info.is_main,
                         mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train",
                         dynamic_ncols=True)
-        exit_code, last_val, timed_out = 0, -1, False
+        exit_code, last_val, timed_out, start_step = 0, -1, False, self.state.step
         window, t0 = Window(), time.time()
         deadline = time.monotonic() + tcfg.max_seconds if tcfg.max_seconds else None
+        refinish = self.state.finished   # a retry after the run finished (resume.decide)
         # a resumed run that had already reached its plateau trains no further
-        while self.state.step < tcfg.max_steps and not self.rule.plateaued(self.state.bad_evals):
+        while (not refinish and self.state.step < tcfg.max_steps
+               and not self.rule.plateaued(self.state.bad_evals)):
             self.step(window)
             with self.phases.phase("log"):
                 self.bar.update(1)
@@ -267,6 +276,8 @@ class Trainer:
                 exit_code = EXIT_REQUEUE
                 self._log(f"signal {int(signalled)}: saved last at step {self.state.step}, "
                           f"exiting {EXIT_REQUEUE} for requeue")
+                if self.requeue is not None and self.info.is_main:   # time-limit requeue
+                    self._log(after_save(self.requeue, os.environ, self.state.step > start_step))
                 break
             # every rank stops after the same update (the main rank's clock decides)
             if deadline is not None and all_reduce_float(
@@ -279,13 +290,14 @@ class Trainer:
         self.bar.close()
         self.streams.close()
         if exit_code == 0:
-            reason = (StopReason.PLATEAU if self.rule.plateaued(self.state.bad_evals)
+            reason = (StopReason(self.state.stop) if refinish and self.state.stop
+                      else StopReason.PLATEAU if self.rule.plateaued(self.state.bad_evals)
                       else StopReason.MAX_SECONDS if timed_out else StopReason.MAX_STEPS)
-            if reason is StopReason.PLATEAU:
+            if reason is StopReason.PLATEAU and not refinish:
                 self._log(f"stopped on a plateau at step {self.state.step}: dev "
                           f"{self.rule.metric.value} did not improve by more than "
                           f"{self.rule.min_delta} in {self.rule.patience} validations")
-            self.finish(reason, validated=last_val == self.state.step)
+            self.finish(reason, validated=refinish or last_val == self.state.step)
         self.log.close()
         if self.info.world_size > 1:
             import torch.distributed as dist
@@ -298,7 +310,7 @@ class Trainer:
         run stopped and what decides its weights besides code, config and data)."""
         if not validated:
             self.validate()
-        self.state.finished = True
+        self.state.finished, self.state.stop = True, reason.value
         self.save(CKPT_LAST)
         if not self.info.is_main:
             return
@@ -312,10 +324,10 @@ class Trainer:
 
 def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev_shards: str | Path,
           spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None,
-          attempt: int = 1) -> int:
+          attempt: int = 1, requeue: RequeuePolicy | None = None) -> int:
     """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
     return Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards,
-                   attempt).run()
+                   attempt, requeue).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempt", type=int, default=1,
                     help="Snakemake's attempt (rule train_model passes it through the launcher); "
                          "recorded with the attempt's time in attempts.json and the manifest")
+    ap.add_argument("--max-requeues", type=int, default=None,
+                    help="under SLURM: requeue the job after the save on its time-limit warning, "
+                         "unless it was requeued this many times (config cluster.max_requeues; "
+                         "time_limit.py); unset = never requeue, exit for a retry")
+    ap.add_argument("--signal-warning-s", type=int, default=120,
+                    help="seconds before the time limit at which SLURM signals the job (the "
+                         "rule's --signal=TERM@N): a SIGTERM this close to the limit is its")
     ap.add_argument("--budget-of", help="a matched control: the manifest of the job whose "
                     "updates it trains (train_config.matched_budget)")
     ap.add_argument("--budget-share", type=float, default=1.0,
@@ -340,8 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     tcfg = TrainConfig.from_dict(cfg.get("train", {}))
     if a.budget_of:
         tcfg = matched_budget(tcfg, a.budget_of, a.budget_share)
+    requeue = (RequeuePolicy(a.signal_warning_s, a.max_requeues)
+               if a.max_requeues is not None else None)
     return train(cfg["model"], tcfg, a.shards, a.dev_shards, a.spm, a.out_dir, a.aux_shards,
-                 a.attempt)
+                 a.attempt, requeue)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
+
+from pipeline_lib import checkpoint as ckpt
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIMS = ROOT / "tests" / "shims"
@@ -464,3 +467,95 @@ def test_a_job_that_preemption_would_end_is_refused_at_start(tmp_path, mode, req
         assert "launch: " in log and "error" not in log and "warning" not in log
     else:
         assert f"launch: {said}" in log and "require_requeue: 0" in log
+
+
+# A job step that reports its run, and on SIGTERM asks `scontrol requeue` for its job (as the
+# trainer does at a time limit) or, with STAY, keeps running into the limit.
+TIME_LIMIT_STEP = r'''
+import os, signal, subprocess, sys, time
+print("run", os.environ.get("SLURM_RESTART_COUNT", "0"), flush=True)
+if os.environ.get("SLURM_RESTART_COUNT", "0") != "0":
+    sys.exit(0)
+def on_term(signum, frame):
+    if os.environ.get("STAY"):
+        print("TERM: staying", flush=True)
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # the requeue's own SIGTERM follows
+    rc = subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]]).returncode
+    print("requeue rc", rc, flush=True)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, on_term)
+while True:
+    time.sleep(0.1)
+'''
+
+
+@pytest.mark.parametrize("flags,env,end,said", [
+    (("--requeue",), {}, "COMPLETED", ["run 0", "requeue rc 0", "run 1"]),
+    (("--no-requeue",), {}, "FAILED", ["run 0", "presently disabled", "requeue rc 1"]),
+    (("--requeue",), {"STAY": "1"}, "TIMEOUT", ["run 0", "TERM: staying"]),
+])
+def test_the_stand_in_keeps_time_limits_and_requeues_a_running_job(tmp_path, flags, env, end,
+                                                                   said):
+    """The stand-in as SLURM: `--signal=TERM@30` reaches the job step 30 s before `--time`,
+    `scontrol requeue` of the running job ends it and runs it again under the same id (refused
+    for --no-requeue), and a job still running at its limit ends TIMEOUT. One SLURM minute lasts
+    6 s here (FAKE_SLURM_TIME_SCALE=0.1)."""
+    script = tmp_path / "step.py"
+    script.write_text(TIME_LIMIT_STEP)
+    job, log = _batch_job(tmp_path / "fake_slurm", f"srun -n1 {sys.executable} {script}",
+                          "--time=1", "--signal=TERM@30", "--open-mode=append", *flags,
+                          FAKE_SLURM_TIME_SCALE="0.1", **env)
+    assert job["state"] == end, log
+    assert job["restarts"] == (1 if end == "COMPLETED" else 0)
+    positions = [log.find(s) for s in said]
+    assert -1 not in positions and positions == sorted(positions), log
+
+
+TIME_LIMITS = 5
+
+
+def test_a_training_longer_than_five_time_limits_requeues_itself_and_ends_as_one_run(
+        upstream, tmp_path):
+    """Issue 33, item 2: a job that reaches its time limit used to end FAILED after its save and
+    use one of the profile's 2 retries, so a run needing more than 3 time limits failed. At
+    each time-limit warning the trainer now saves and requeues its own job (`scontrol requeue`):
+    one sbatch, one Snakemake attempt, SLURM's restarts only, and the weights of an
+    uninterrupted run. One SLURM minute lasts 7.5 s here: `runtime: 4` with the rule's
+    `--signal=TERM@120` signals 15 s after each start, of which start-up (the in-job Snakemake,
+    the trainer) takes about 11 s on a 2-core machine; a test hook lets each attempt make at
+    most 10 updates, so the 60 updates need at least 5 time limits."""
+    train = {**_config({})["train"], "max_steps": 60, "log_every": 10}
+    ref = _copy(upstream, tmp_path / "ref", train=train)
+    # 2 threads, as the shims' job gets them: the same seed and threads give the same weights
+    proc = subprocess.run(_snakemake(ref, "--cores", "2",
+                                     "results/train_model/transformer/manifest.json"),
+                          cwd=ref, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    work = _copy(upstream, tmp_path / "work", train=train)
+    state = tmp_path / "fake_slurm"
+    proc = _start(work, state, profile=_site_profile(tmp_path / "profile", runtime=4),
+                  FAKE_SLURM_TIME_SCALE="0.125", DOCMT_TEST_UPDATES_PER_ATTEMPT="9")
+    try:
+        out, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (work / "logs/train_model/transformer.log").read_text()
+    assert proc.returncode == 0, out[-3000:] + log[-3000:]
+    job = _only_job(state)
+    assert len(_calls(state, "sbatch")) == 1 and _job(state, job)["state"] == "COMPLETED"
+    restarts = _job(state, job)["restarts"]
+    assert restarts >= TIME_LIMITS, log[-3000:]
+    assert re.findall(r"===== attempt (\d+): SLURM job", log) == ["1"] * (restarts + 1)
+    assert len(re.findall(rf"requeued SLURM job {job} \(requeue \d+ of at most 20\)", log)) \
+        == restarts, log[-3000:]
+    attempts = json.loads((work / "results/train_model/transformer/manifest.json")
+                          .read_text())["attempts"]
+    assert [(a["slurm_restart"], a["end"]) for a in attempts] == [
+        *((r, "signal 15") for r in range(restarts)), (restarts, "finished")]
+    for name in ("best", "final", "last"):
+        a = ckpt.load_state(ref / f"results/train_model/transformer/checkpoints/{name}")
+        b = ckpt.load_state(work / f"results/train_model/transformer/checkpoints/{name}")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name

@@ -449,6 +449,22 @@ def test_a_finished_run_trains_again_from_scratch_an_interrupted_one_resumes(cor
     again_weights = ckpt.load_state(run / "checkpoints" / "last")   # same seed: same result
     assert all(torch.equal(weights[k], again_weights[k]) for k in weights)
 
+    # Snakemake's retry of a job killed after its trainer finished (issue 33: at the time limit)
+    final = ckpt.load_state(run / "checkpoints" / "final")
+    for name in ("best", "final"):                          # Snakemake deletes the outputs
+        shutil.rmtree(run / "checkpoints" / name)
+    (run / "manifest.json").unlink()
+    retry = _run(corpus, run, cfg, "--attempt", "2")
+    assert retry.returncode == 0, retry.stderr
+    assert "finished at step 8 by an earlier attempt" in retry.stderr
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [(a["attempt"], a["start_step"], a["step"], a["end"]) for a in manifest["attempts"]] \
+        == [(1, 0, 8, "finished"), (2, 8, 8, "finished")]
+    assert manifest["stop"]["reason"] == "max_steps"
+    assert [r["step"] for r in _metrics(run) if r["split"] == "train"] == [2, 4, 6, 8]
+    refinished = ckpt.load_state(run / "checkpoints" / "final")
+    assert all(torch.equal(final[k], refinished[k]) for k in final)
+
     longer = _run(corpus, run, {**cfg, "max_steps": 12})    # a raised max_steps: a new run
     assert longer.returncode == 0, longer.stderr
     assert "finished at step 8" in longer.stderr

@@ -35,7 +35,15 @@ What the tests lean on, as real SLURM does it (all "nodes" are this machine):
   same id with ``SLURM_RESTART_COUNT`` + 1 in the batch environment; otherwise the job ends
   PREEMPTED. ``scontrol requeue ID`` puts a finished requeueable job back the same way.
 * ``scontrol -o show job ID`` / ``show partition NAME`` print the ``Key=Value`` records a real
-  controller prints (JobState, Requeue, Restarts, Partition, NumNodes, NodeList; PreemptMode).
+  controller prints (JobState, Requeue, Restarts, Partition, NumNodes, NodeList, RunTime,
+  TimeLimit; PreemptMode).
+* Time limits (``sbatch --time``): ``--signal=[B:]SIG@N`` sends SIG N seconds before the limit to
+  the job's steps (``B:``: the batch shell only; no ``--signal``: nothing); at the limit every
+  process gets SIGTERM, SIGKILL after KillWait (``FAKE_SLURM_KILL_WAIT_S``, 30) and the job ends
+  TIMEOUT. ``scontrol requeue ID`` of a running requeueable job ends it the same way (SIGTERM,
+  SIGKILL after KillWait) and puts it back PENDING under the same id with ``Restarts`` + 1; a job
+  with ``Requeue=0`` is refused. ``FAKE_SLURM_TIME_SCALE`` (real seconds per SLURM second, 1) makes
+  a test's minutes short; a job keeps the scale it was submitted under.
 """
 
 from __future__ import annotations
@@ -183,7 +191,10 @@ def sbatch(argv: list[str]) -> int:
                    nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_task=int(cpus), steps=[],
                    comment=opts.get("comment", ""), partition=partition,
                    requeue=requeue, restarts=0, script=script, cwd=opts.get("chdir", os.getcwd()),
-                   log=log, append=opts.get("open-mode") == "append", slurm_env=slurm_env)
+                   log=log, append=opts.get("open-mode") == "append", slurm_env=slurm_env,
+                   time_limit=sbatch_argv.time_seconds(opts["time"]) if "time" in opts else None,
+                   signal=sbatch_argv.signal_spec(opts["signal"]) if "signal" in opts else None,
+                   scale=float(os.environ.get("FAKE_SLURM_TIME_SCALE", "1")))
     start_job(job_id, truncate=not opts.get("open-mode") == "append")
     print(job_id)
     return 0
@@ -218,8 +229,9 @@ def run_job(job_id: str) -> int:
                 env["SLURM_RESTART_COUNT"] = str(job["restarts"])
             proc = subprocess.Popen(["/bin/sh", "-c", job["script"]], env=env,
                                     start_new_session=True)
-            job["batch_pgid"] = proc.pid
-        rc = proc.wait()
+            job.update(batch_pgid=proc.pid, start=time.time())
+        rc = _watch(job_id, proc)
+        _let_steps_end(job_id)
         with job_record(job_id) as job:
             for step in job["steps"]:   # the job's end ends every step still running
                 for pgid in step["pgids"] if step["running"] else []:
@@ -227,17 +239,95 @@ def run_job(job_id: str) -> int:
                 step["running"] = False
             _killpg(proc.pid, signal.SIGKILL)
             preempted = job.pop("preempting", None)
-            requeued = preempted == "REQUEUE" and job["requeue"] == "1"
+            ending = job.pop("ending", None)   # "requeue" (scontrol) or "timeout" (the limit)
+            job.pop("kill_at", None)
+            job.pop("term_at", None)
+            requeued = (preempted == "REQUEUE" or ending == "requeue") and job["requeue"] == "1"
             if job["state"] == "CANCELLED":
                 pass
             elif requeued:
                 job.update(state="PENDING", restarts=job["restarts"] + 1, steps=[])
             else:
-                job["state"] = "PREEMPTED" if preempted else "COMPLETED" if rc == 0 else "FAILED"
+                job["state"] = ("PREEMPTED" if preempted else "TIMEOUT" if ending == "timeout"
+                                else "COMPLETED" if rc == 0 else "FAILED")
             job.update(exit_code=rc, end=time.time())
         if not requeued:
             return rc
         time.sleep(0.5)   # pending again until the scheduler starts it
+
+
+# Seconds from the controller's decision to the node's signals: `scontrol requeue` has returned
+# by then, as the client of an RPC that the controller answers first.
+NODE_LATENCY_S = 0.5
+
+
+def _end_job(job: dict, why: str, latency: float = 0.0) -> None:
+    """What slurmctld does to a job it ends (time limit, requeue): SIGTERM to every process of
+    the job's steps and batch shell, SIGKILL after KillWait to what is left (the batch
+    supervisor sends both: :func:`_watch`, :func:`run_job`)."""
+    wait = float(os.environ.get("FAKE_SLURM_KILL_WAIT_S", "30")) * job["scale"]
+    now = time.time()
+    job.update(ending=why, term_at=now + latency, kill_at=now + latency + wait)
+
+
+def _job_pgids(job: dict) -> list[int]:
+    return [g for st in job["steps"] if st["running"] for g in st["pgids"]] + [job["batch_pgid"]]
+
+
+def _watch(job_id: str, proc: subprocess.Popen) -> int:
+    """Wait for the batch script while the job's clock runs: the ``--signal`` warning, the time
+    limit, and SIGKILL once KillWait is over."""
+    warned = False
+    while True:
+        try:
+            return proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass
+        with job_record(job_id) as job:
+            limit, spec = job["time_limit"], job["signal"]
+            elapsed = (time.time() - job["start"]) / job["scale"]
+            if spec and limit is not None and not warned and elapsed >= limit - spec[1]:
+                warned = True
+                pgids = ([job["batch_pgid"]] if spec[2] else
+                         [g for st in job["steps"] if st["running"] for g in st["pgids"]])
+                for pgid in pgids:
+                    _killpg(pgid, spec[0])
+            if limit is not None and elapsed >= limit and "ending" not in job:
+                _end_job(job, "timeout")
+            if "term_at" in job and time.time() >= job["term_at"]:
+                del job["term_at"]
+                for pgid in _job_pgids(job):
+                    _killpg(pgid, signal.SIGTERM)
+            if "kill_at" in job and time.time() >= job["kill_at"]:
+                for pgid in _job_pgids(job):
+                    _killpg(pgid, signal.SIGKILL)
+
+
+def _let_steps_end(job_id: str) -> None:
+    """A job that the controller ends (time limit, requeue) gives its steps KillWait after their
+    SIGTERM, even once the batch shell has died of it; other jobs end their steps at once."""
+    job = read_job(job_id)
+    while "kill_at" in job and time.time() < job["kill_at"]:
+        alive = []
+        for pgid in [g for st in job["steps"] if st["running"] for g in st["pgids"]]:
+            try:
+                os.killpg(pgid, 0)
+                alive.append(pgid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not alive:
+            return
+        time.sleep(0.1)
+        job = read_job(job_id)
+
+
+def _duration(seconds: float | None) -> str:
+    """SLURM's ``[days-]HH:MM:SS``; UNLIMITED for None."""
+    if seconds is None:
+        return "UNLIMITED"
+    days, rest = divmod(int(seconds), 86400)
+    clock = time.strftime("%H:%M:%S", time.gmtime(rest))
+    return f"{days}-{clock}" if days else clock
 
 
 def preempt(argv: list[str]) -> int:
@@ -328,8 +418,10 @@ def scontrol(argv: list[str]) -> int:
             print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
             return 1
         j = read_job(args[2])
+        run = (time.time() - j["start"]) / j["scale"] if j["state"] == "RUNNING" else 0
         print(f"JobId={j['id']} JobName={j['name']} JobState={j['state']} Requeue={j['requeue']} "
-              f"Restarts={j['restarts']} BatchFlag=1 Partition={j['partition']} "
+              f"Restarts={j['restarts']} BatchFlag=1 RunTime={_duration(run)} "
+              f"TimeLimit={_duration(j['time_limit'])} Partition={j['partition']} "
               f"NumNodes={j['nodes']} NodeList={nodelist(j['nodes'])} Comment={j['comment']}")
         return 0
     if args[:2] == ["show", "partition"]:   # one named partition, or every one
@@ -340,13 +432,17 @@ def scontrol(argv: list[str]) -> int:
         return 0
     if args[:1] == ["requeue"]:
         with job_record(args[1]) as job:
-            if job.get("state") in (None, "PENDING", "RUNNING"):
-                print("fake scontrol: only a finished job's requeue is modelled", file=sys.stderr)
-                return 2
+            if job.get("state") in (None, "PENDING") or "ending" in job:
+                print(f"Job is pending execution or already ending for job {args[1]}",
+                      file=sys.stderr)
+                return 1
             if job["requeue"] != "1":
                 print(f"Requested operation is presently disabled for job {args[1]}",
                       file=sys.stderr)
                 return 1
+            if job["state"] == "RUNNING":   # ended now; _watch and run_job run it again
+                _end_job(job, "requeue", latency=NODE_LATENCY_S)
+                return 0
             job.update(state="PENDING", restarts=job["restarts"] + 1, steps=[])
         start_job(args[1], truncate=not job["append"])
         return 0

@@ -86,6 +86,33 @@ def _time_ok(value: str) -> bool:
     return value.upper() in ("-1", "INFINITE", "UNLIMITED") or bool(_TIME.fullmatch(value))
 
 
+def time_seconds(value: str) -> int | None:
+    """A valid ``--time`` as seconds (time_str2mins' forms; a lone number is minutes), None for
+    no limit."""
+    if value.upper() in ("-1", "INFINITE", "UNLIMITED"):
+        return None
+    days, _, clock = value.rpartition("-") if "-" in value else ("", "", value)
+    parts = [int(x) for x in clock.split(":")]
+    if days:   # d-h, d-h:m, d-h:m:s
+        h, m, sec = (parts + [0, 0])[:3]
+        return ((int(days) * 24 + h) * 60 + m) * 60 + sec
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+
+
+def signal_spec(value: str) -> tuple[int, int, bool]:
+    """A valid ``--signal`` as (signal number, seconds before the time limit, batch shell only)."""
+    target = value[:3].upper() if value[:2].upper() in ("RB", "BR") else value[:2].upper()
+    spec = value[len(target):] if target.endswith(":") else value
+    name, at, when = spec.partition("@")
+    number = int(name) if name.isdigit() else int(getattr(signal, "SIG" + name.upper()
+                                                           .removeprefix("SIG")))
+    return number, (int(when) if when.strip() else 0) if at else 60, "B" in target
+
+
 def _count_ok(value: str) -> bool:
     return value.isdigit() and int(value) > 0
 

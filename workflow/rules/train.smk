@@ -63,6 +63,11 @@ rule train_model:
         slurm_extra=TRAIN_SLURM_EXTRA,
         attempt=lambda wc, attempt: attempt,
         require_requeue=1,
+        # at its time limit's warning the trainer requeues its own job (a time limit costs no
+        # retry) until SLURM has requeued it cluster.max_requeues times
+        # (pipeline_lib/training/time_limit.py); the warning tells that SIGTERM from others'
+        max_requeues=plan.max_requeues,
+        signal_warning_s=signal_warning_s(TRAIN_SLURM_EXTRA),
     # config cluster.train_threads (64: what Snakemake lowers to --cores); under SLURM the
     # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
     # The launcher shares them among the node's processes (OMP_NUM_THREADS).
@@ -71,9 +76,9 @@ rule train_model:
     # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
     # (cross-task and its controls): plan.train_priority.
     priority: lambda wc: plan.train_priority(wc.model)
-    # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption): a retry (or SLURM's requeue) resumes
-    # from checkpoints/last. A run that finished is never continued: a job Snakemake reruns
-    # (--forcerun, new parameters, code or inputs) trains from scratch
+    # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption, time limit): a retry (or SLURM's
+    # requeue) resumes from checkpoints/last. A run that finished is never continued: a job
+    # Snakemake reruns (--forcerun, new parameters, code or inputs) trains from scratch
     # (pipeline_lib/training/resume.py).
     # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
     # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
@@ -93,6 +98,7 @@ rule train_model:
         " exec python -m pipeline_lib.training.launch --attempt {resources.attempt}"
         " --require-requeue {resources.require_requeue}"
         " --options {params.options:q} --cpus {threads} --"
+        " --max-requeues {resources.max_requeues} --signal-warning-s {resources.signal_warning_s}"
         " --config-json {params.cfg:q} --shards {input.shards:q}/{params.data}/train"
         " --dev-shards {input.dev_shards:q}/{params.data}/dev {params.aux} {params.budget}"
         " --spm {input.spm:q}"

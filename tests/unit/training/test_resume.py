@@ -43,6 +43,14 @@ def test_only_an_unfinished_run_of_the_same_configuration_is_resumed():
     assert "changed: train.lr" in fresh[1].reason
 
 
+def test_a_retry_after_the_run_finished_writes_its_outputs_again():
+    """A job killed after its trainer finished (at the time limit, while Snakemake checked its
+    outputs) is retried as attempt 2: that is no new run, so `last` is resumed, not retrained."""
+    again = decide(LAST, [], finished=True, step=60, attempt=2)
+    assert again.resume and "no training" in again.reason
+    assert not decide(LAST, ["train.lr"], finished=True, step=60, attempt=2).resume
+
+
 def test_attempt_identity_names_snakemake_and_slurm():
     who = attempt_identity(2, {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"})
     assert who["attempt"] == 2 and who["slurm_job"] == "77" and who["slurm_restart"] == 1
