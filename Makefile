@@ -3,6 +3,8 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The Python that creates the venv: 3.11 or later (Snakemake 9 needs it), e.g. PYTHON=python3.11.
+PYTHON ?= python3
 CORES ?= all
 SNAKEMAKE_ARGS ?=
 # Rules call `python -m pipeline_lib...`: the venv's python must come first on PATH.
@@ -11,7 +13,11 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 .PHONY: reproduce reproduce-converged reproduce-gpu test install corpus browser lint dryrun clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
-	test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else \
+	  f"$(PYTHON) is Python {sys.version.split()[0]}; this pipeline needs Python 3.11 or later " \
+	  "(Snakemake 9): install one (Debian 12, Ubuntu 24.04: python3; Ubuntu 22.04: apt install " \
+	  "python3.11 python3.11-venv) and run make PYTHON=python3.11 ...")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints-cpu.txt torch
 	$(PY) -m pip install -q -c constraints-cpu.txt -e '.[test]'
@@ -48,9 +54,9 @@ browser:
 	  && apt-get install -y -qq --no-install-recommends chromium; } \
 	  || echo "chromium could not be installed: the report browser test will be skipped"
 
-# Two pytest-xdist workers; --dist loadgroup, where no test names a group, schedules each test as
-# a unit of its own: 24 min 11 s at 7faf70b, against 30 min 11 s at 935fef2 with the default
-# `load` distribution (2 cores, bench/RESULTS.md; why the two differ was not looked into).
+# Two pytest-xdist workers; --dist loadgroup schedules each test as a unit of its own, except
+# tests/integration/test_reruns.py's, which edit the tiny run every worker shares and so run on
+# one worker (timings: bench/RESULTS.md).
 test: corpus browser
 	$(PY) -m pytest -q -x -n 2 --dist loadgroup --durations=15 tests
 

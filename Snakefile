@@ -11,6 +11,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from pipeline_lib import failed_jobs
+from pipeline_lib.cancel_on_sigterm import cancel_on_sigterm
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
@@ -51,9 +52,13 @@ include: "workflow/rules/report.smk"
 # Under SLURM, what would end every training job at its start (its partition pre-empts by
 # CANCEL, --no-requeue, a node count other than cluster.nodes:
 # pipeline_lib.training.submit_checks) stops the run once, before any submission; other jobs'
-# partitions that pre-empt by CANCEL get a warning (partition_warnings).
+# partitions that pre-empt by CANCEL get a warning (partition_warnings). SIGTERM to this
+# Snakemake cancels the run's SLURM jobs as Ctrl-C does (pipeline_lib/cancel_on_sigterm.py).
 onstart:
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+        # the plugin's name for every job of this run (its executor's run_uuid), if it has one
+        cancel_on_sigterm(logger.warning, getattr(getattr(workflow.scheduler, "_executor", None),
+                                                  "run_uuid", None))
         resources = workflow.resource_settings
         for warning in partition_warnings(resources.default_resources,
                                           resources.overwrite_resources):

@@ -178,7 +178,9 @@ class Results:
 
     @stage("score_test")
     def score_test(self) -> Files:
-        return self._stage("score_test", scores="scores.json", manifest=MANIFEST_FILE)
+        # text/: every test set's references and hypotheses as plain text (text_export.py)
+        return self._stage("score_test", scores="scores.json", manifest=MANIFEST_FILE,
+                           text="text")
 
     @stage("discourse_consistency")
     def discourse_consistency(self) -> Files:

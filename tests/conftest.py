@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -105,12 +107,24 @@ def tiny_pipeline(tmp_path_factory, request, shared_dir) -> Path:
     """
     if not (shared_dir / "ud").is_dir():
         pytest.skip(f"no UD treebanks under {shared_dir}/ud")
-    work = tmp_path_factory.mktemp("tiny_pipeline")
-    for name, lines in EXTRA_CORPUS.items():
-        (work / name).write_text("\n".join(lines) + "\n")
-    resources = Path(request.config.cache.mkdir("tiny_pipeline_resources"))
-    cfg = tiny_config(work, resources)
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    proc = run_snakemake(work, "--cores", "2")
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-20000:]
+    # One run for all pytest-xdist workers (their base folders share this parent): the first
+    # builds it on both cores, the others wait instead of building their own copies beside it.
+    # Tests read it; the one test file that edits files there keeps to one worker
+    # (test_reruns.py's xdist_group).
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    work = root / "tiny_pipeline"
+    with FileLock(str(root / "tiny_pipeline.lock")):
+        if not (work / ".built").is_file():
+            if work.exists():
+                shutil.rmtree(work)   # a build that failed in another worker
+            work.mkdir()
+            for name, lines in EXTRA_CORPUS.items():
+                (work / name).write_text("\n".join(lines) + "\n")
+            resources = Path(request.config.cache.mkdir("tiny_pipeline_resources"))
+            cfg = tiny_config(work, resources)
+            (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+            proc = run_snakemake(work, "--cores", "2")
+            assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-20000:]
+            (work / ".built").touch()
     return work

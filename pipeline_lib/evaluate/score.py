@@ -64,6 +64,7 @@ from sacrebleu.significance import PairedTest, Result
 
 from pipeline_lib import stage_options
 from pipeline_lib.evaluate.meteor import Meteor
+from pipeline_lib.evaluate.text_export import export
 from pipeline_lib.manifest import Manifest
 
 log = logging.getLogger("score")
@@ -401,11 +402,12 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
               cfg: ScoreConfig, manifest: Manifest,
               controls: dict[str, str] | None = None,
               replicates: dict[str, tuple[str, int]] | None = None,
-              tgt_lang: str | None = None) -> dict:
+              tgt_lang: str | None = None, text_dir: Path | None = None) -> dict:
     """Score all (model, corpus, split) hypotheses; returns the scores document. ``controls``
     (model -> its matched control) adds a test of each model against its control;
     ``replicates`` (system -> (group, seed), several seeds) the statistics across seeds;
-    ``tgt_lang`` picks METEOR's stemmer (None: exact matches only)."""
+    ``tgt_lang`` picks METEOR's stemmer (None: exact matches only); ``text_dir`` gets every test
+    set's references and hypotheses as plain text (text_export.py)."""
     meteor = Meteor(tgt_lang)
     controls = dict(controls or {})
     replicates = dict(replicates or {})
@@ -436,6 +438,9 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
         if absent:
             raise ValueError(f"test set {name}: no hypotheses for {absent}")
     names = sorted(sets)
+    if text_dir is not None:
+        manifest.extra["text_line_breaks_replaced"] = sum(
+            export(name, sets[name].refs, sets[name].hyps, text_dir) for name in names)
     if len(names) > 1:
         everything = TestSet(ALL_TEST_SETS)
         for name in names:
@@ -474,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
     ap.add_argument("--output", required=True, type=Path, help="scores JSON")
+    ap.add_argument("--text-dir", type=Path, default=None,
+                    help="write each test set's references and hypotheses as plain text here "
+                         "(<corpus>/<split>/ref.txt, <system>.txt)")
     args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = ScoreConfig(args.lowercase, args.bootstrap_samples, args.significance_level)
@@ -483,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
         scores = score_all({c: Path(p) for c, p in args.refs},
                            [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
                            manifest, dict(args.control),
-                           {s: (g, int(seed)) for s, g, seed in args.replicate}, args.tgt_lang)
+                           {s: (g, int(seed)) for s, g, seed in args.replicate}, args.tgt_lang,
+                           args.text_dir)
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1

@@ -13,7 +13,9 @@ import yaml
 
 from conftest import ROOT, run_snakemake
 
-pytestmark = pytest.mark.slow
+# the tiny run is shared by every xdist worker (conftest.py) and these tests edit files in it
+# (a corpus file, changed.yaml): they run one after another on one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiny_pipeline_edits")]
 
 JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\n((?:    .*\n)*)", re.M)
 

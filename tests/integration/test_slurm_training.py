@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -229,6 +230,14 @@ def _start(work: Path, state: Path, profile: Path = ROOT / "profiles" / "slurm",
     return subprocess.Popen(_slurm_run(work, state, profile=profile), cwd=work,
                             env=_env(FAKE_SLURM_DIR=str(state), **env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+
+
+def _cancel_all(state: Path) -> None:
+    """What is left of a failed test's jobs, cancelled (they would train on beside later tests)."""
+    ids = [p.stem for p in (state / "jobs").glob("*.json")] if (state / "jobs").is_dir() else []
+    if ids:
+        subprocess.run([str(SHIMS / "scancel"), *ids], env=_env(FAKE_SLURM_DIR=str(state)),
+                       check=False)
 
 
 def _only_job(state: Path) -> str:
@@ -542,6 +551,7 @@ def test_a_training_longer_than_five_time_limits_requeues_itself_and_ends_as_one
     finally:
         if proc.poll() is None:
             proc.kill()
+        _cancel_all(state)
     log = (work / "logs/train_model/transformer.log").read_text()
     assert proc.returncode == 0, out[-3000:] + log[-3000:]
     job = _only_job(state)
@@ -559,3 +569,28 @@ def test_a_training_longer_than_five_time_limits_requeues_itself_and_ends_as_one
         a = ckpt.load_state(ref / f"results/train_model/transformer/checkpoints/{name}")
         b = ckpt.load_state(work / f"results/train_model/transformer/checkpoints/{name}")
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_sigterm_to_the_submitting_snakemake_cancels_its_jobs_and_unlocks(upstream, tmp_path):
+    """Issue 33, item 3: SIGTERM to the Snakemake that submitted the jobs used to wait for the
+    running ones ("Will exit after finishing currently running jobs"), and the SIGKILL that
+    follows left them running and the folder locked. It now cancels them, as Ctrl-C does."""
+    work = _copy(upstream, tmp_path / "work", train={**_config({})["train"], "max_steps": 100000})
+    state = tmp_path / "fake_slurm"
+    proc = _start(work, state)
+    try:
+        _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
+        job = _only_job(state)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        ended = _job(state, job)["state"]   # before the clean-up below cancels what is left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _cancel_all(state)
+    assert proc.returncode != 0 and "SIGTERM: cancelling this run's SLURM jobs" in out, out[-3000:]
+    # by the run's job name, whatever the plugin's status thread held at that moment
+    name = _job(state, job)["name"]
+    assert ["--name=" + name] in _calls(state, "scancel") and name.startswith("docmt_")
+    assert ended == "CANCELLED"
+    assert not list((work / ".snakemake" / "locks").glob("*")), "the run left its lock"

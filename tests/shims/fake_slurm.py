@@ -25,7 +25,8 @@ What the tests lean on, as real SLURM does it (all "nodes" are this machine):
   ``--overlap``; here it fails at once with SLURM's message instead of hanging the test.
 * ``scancel --signal=SIG ID`` signals every process of the job's steps but not the batch shell
   (``--batch``: only the batch shell; ``--full``: both), as ``sbatch --signal=SIG@T`` does T
-  seconds before the time limit; plain ``scancel ID`` terminates everything.
+  seconds before the time limit; plain ``scancel ID`` terminates everything. ``--name=NAME``
+  selects the pending and running jobs of that name; finished jobs are left alone.
 * Pre-emption (the controller's doing, so no client command: tests run ``fake_slurm.py _preempt
   ID``): SIGTERM to the job's steps (as ``scancel --signal=TERM`` does; a signalled batch shell
   would die at once and end the job), SIGKILL to what is left after ``FAKE_SLURM_GRACE_S``
@@ -454,8 +455,11 @@ def scancel(argv: list[str]) -> int:
     opts = options(argv)
     sig_name = opts.get("signal") or opts.get("s")
     ids = {i for a in argv for i in a.split(",") if i.isdigit()}
+    name = opts.get("name") or opts.get("n")
     for j in jobs():
-        if j["id"] not in ids:
+        if j["id"] not in ids and not (name and j["name"] == name):
+            continue
+        if j["state"] not in ("PENDING", "RUNNING"):   # scancel leaves finished jobs alone
             continue
         sig = getattr(signal, "SIG" + sig_name.upper().removeprefix("SIG")) if sig_name \
             else signal.SIGTERM

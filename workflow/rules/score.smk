@@ -20,7 +20,10 @@ rule score_test:
         refs=[plan.results.ingest_corpus(c).docs for c in plan.test_corpora],
         hyps=[p for *_, p in plan.hypotheses()],
     output:
-        **plan.results.score_test(),
+        scores=plan.results.score_test().scores,
+        manifest=plan.results.score_test().manifest,
+        # every test set's references and hypotheses as plain text, for sacreBLEU, COMET...
+        text=directory(plan.results.score_test().text),
     log:
         plan.results.log("score_test"),
     benchmark:
@@ -35,7 +38,7 @@ rule score_test:
         "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --options {params.options:q}"
-        " --output {output.scores:q} > {log:q} 2>&1"
+        " --output {output.scores:q} --text-dir {output.text:q} > {log:q} 2>&1"
 
 
 rule discourse_consistency:

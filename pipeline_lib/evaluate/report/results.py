@@ -61,6 +61,10 @@ def bleu_table(scores: dict) -> Table:
                    "the Transformer job with the same translation updates on the same sentence "
                    "pairs without the model's method (pipeline_lib/plan/training.py); a gain "
                    "counts only where it holds against the control.")
+    t.notes.append("Plain text of what was scored, one segment a line in the references' order: "
+                   "score_test/text/<corpus>/<split>/ref.txt and <system>.txt beside this "
+                   "report's folder; `sacrebleu ref.txt -i <system>.txt -m bleu -b -w 2` there "
+                   "prints the BLEU above.")
     return t
 
 
