@@ -5,6 +5,12 @@ else: ``model.pt`` (state_dict), ``config.yaml`` (model config, effective train 
 revision, format version), ``spm.model`` (copy of the subword model) and, for runs that can be
 resumed, ``trainer_state.pt`` (optimizer, scheduler, RNG states, data position, step).
 
+Integrity: ``config.yaml`` records the size and sha256 of every other file as written
+(``files``); every load checks the file it reads against them and refuses a damaged one by name
+(:class:`DamagedCheckpoint`): a truncated copy, a full disk, a node lost outside the atomic
+path. Checkpoints written before the record are loaded unchecked, and a file torch cannot read
+is refused by name all the same.
+
 Atomicity: everything is written into a hidden temporary sibling directory
 (``.<name>.tmp-<pid>``), which is then renamed into place. Replacing an existing directory takes
 two renames (old -> backup, new -> name); a crash between them leaves the backup, which
@@ -15,9 +21,12 @@ mid-save leaves the temporary directory, which no later save reuses (another pid
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import random
 import shutil
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +43,54 @@ MODEL_FILE = "model.pt"                # state_dict
 CONFIG_FILE = "config.yaml"            # model config, train config, git revision
 SPM_FILE = "spm.model"                 # copy of the sentencepiece model
 TRAINER_STATE_FILE = "trainer_state.pt"  # optimizer, scheduler, RNG, data position, step
+FILES_KEY = "files"                    # config.yaml: {file: {bytes, sha256}} as written
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file is not what was written (size, sha256) or cannot be read."""
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    """Size and sha256 of one file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def verify(path: str | Path, names: Sequence[str] | None = None) -> None:
+    """Refuse (DamagedCheckpoint, naming the file) a checkpoint file whose size or sha256 is not
+    the one recorded when it was written; ``names``: only these files (default: all)."""
+    path = Path(path)
+    try:
+        meta = read_config(path)
+    except (OSError, yaml.YAMLError) as e:
+        raise DamagedCheckpoint(f"{path / CONFIG_FILE}: unreadable checkpoint config ({e})") from None
+    files = (meta or {}).get(FILES_KEY, {})
+    for name, want in files.items():
+        if names is not None and name not in names:
+            continue
+        f = path / name
+        if not f.is_file():
+            raise DamagedCheckpoint(f"{f}: missing from the checkpoint ({want['bytes']} bytes "
+                                    "when written)")
+        size = f.stat().st_size
+        if size != want["bytes"]:
+            raise DamagedCheckpoint(f"{f}: damaged checkpoint file, {size} bytes where "
+                                    f"{want['bytes']} were written (truncated or cut short)")
+        if file_record(f)["sha256"] != want["sha256"]:
+            raise DamagedCheckpoint(f"{f}: damaged checkpoint file, its sha256 is not the one "
+                                    "recorded when it was written")
+
+
+def _torch_load(f: Path, weights_only: bool, device: str | torch.device = "cpu") -> Any:
+    """``torch.load`` of one checkpoint file, checked first; an unreadable one is named."""
+    verify(f.parent, [f.name])
+    try:
+        return torch.load(f, map_location=device, weights_only=weights_only)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
+        raise DamagedCheckpoint(f"{f}: unreadable checkpoint file ({e})") from None
 
 
 def _backup_path(path: Path) -> Path:
@@ -124,13 +181,14 @@ def save_checkpoint(
     tmp = _fresh_tmp(path)
     tmp.mkdir()
     torch.save(model_state, tmp / MODEL_FILE)
-    meta = {"format_version": FORMAT_VERSION, "git_revision": git_revision(),
-            "model": model_config, "train": train_config or {}}
-    (tmp / CONFIG_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
     if spm_model is not None:
         shutil.copyfile(spm_model, tmp / SPM_FILE)
     if trainer_state is not None:
         torch.save(trainer_state, tmp / TRAINER_STATE_FILE)
+    meta = {"format_version": FORMAT_VERSION, "git_revision": git_revision(),
+            "model": model_config, "train": train_config or {},
+            FILES_KEY: {f.name: file_record(f) for f in sorted(tmp.iterdir())}}
+    (tmp / CONFIG_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
     for f in tmp.iterdir():
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
@@ -171,13 +229,13 @@ def training_seed(path: str | Path) -> int:
 
 
 def load_state(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-    return torch.load(Path(path) / MODEL_FILE, map_location=device, weights_only=True)
+    return _torch_load(Path(path) / MODEL_FILE, weights_only=True, device=device)
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
     f = Path(path) / TRAINER_STATE_FILE
     # Our own file: it holds numpy RNG state, which the weights-only unpickler refuses.
-    return torch.load(f, map_location="cpu", weights_only=False) if f.exists() else None
+    return _torch_load(f, weights_only=False) if f.exists() else None
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu"):

@@ -38,6 +38,38 @@ class RunCheckpoints:
     def last(self) -> Path | None:
         return ckpt.resolve_checkpoint(self.dir / CKPT_LAST)
 
+    def intact_last(self) -> Path | None:
+        """``last`` for a resume, checked file by file (checkpoint.verify). A damaged one is
+        replaced by the newest intact step checkpoint, which holds a trainer state too, so the
+        run loses only the updates after that step; with none, it is set aside as
+        ``<out-dir>/last.damaged`` and the run starts from scratch. Every step is logged."""
+        last = self.last()
+        if last is None:
+            return None
+        try:
+            ckpt.verify(last)
+            return last
+        except ckpt.DamagedCheckpoint as e:
+            self._log(f"resume: {e}")
+        for step in reversed(self.steps()):
+            try:
+                ckpt.verify(step)
+            except ckpt.DamagedCheckpoint as e:
+                self._log(f"resume: {e}")
+                continue
+            ckpt.copy_checkpoint(step, last)
+            self._log(f"resume: {CKPT_LAST} replaced by {step.name}, the newest intact step "
+                      "checkpoint: the updates after it are trained again")
+            return last
+        # beside the checkpoint folder, which a run from scratch deletes (resume.clear_run)
+        aside = self.dir.parent / f"{CKPT_LAST}.damaged"
+        if aside.exists():
+            shutil.rmtree(aside)
+        last.rename(aside)
+        self._log(f"resume: no intact step checkpoint to fall back on: {last} set aside as "
+                  f"{aside}; training from scratch")
+        return None
+
     def write(self, name: str, weights: Mapping, trainer_state: dict | None = None,
               extra: Mapping[str, Any] | None = None) -> None:
         """Checkpoint ``name`` (weights, the trainer state when resumable)."""

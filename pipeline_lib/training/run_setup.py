@@ -58,7 +58,7 @@ def start_attempt(ckpts: RunCheckpoints, model: dict[str, Any], record: dict[str
     state, resume = None, 0.0
     if info.is_main:
         ckpts.sweep()
-        last = ckpts.last()
+        last = ckpts.intact_last()
         changes = [] if last is None else run_changes(
             ckpt.read_config(last), model, record, resumable)
         if last is not None and not changes:

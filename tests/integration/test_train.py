@@ -336,6 +336,39 @@ def test_best_kept_of_another_step_is_not_taken_for_best(corpus, tmp_path):
     assert (kept["best_step"], kept["best_dev"]) == (stop["best_step"], stop["best"])
 
 
+def test_a_damaged_last_falls_back_to_the_newest_intact_step_checkpoint(corpus, tmp_path):
+    """Issue 36, item 1: a truncated `last/trainer_state.pt` (a node lost outside the atomic
+    path, a full disk) ended every retry in torch's zip-archive error until someone deleted
+    `last` by hand. The resume now falls back to the newest intact step checkpoint (step-2 here,
+    `last` being update 3), says so, and ends on the weights of an uninterrupted run; with no
+    intact step checkpoint it sets `last` aside and starts again."""
+    tcfg, run = _preempted_at_3(corpus, tmp_path)
+    shards, dev, spm_model = corpus
+    ref = tmp_path / "ref"
+    assert train(TINY, tcfg, shards, dev, spm_model, ref) == 0
+    state = run / "checkpoints" / "last" / "trainer_state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    done = _run(corpus, run, tcfg.to_dict(), "--attempt", "2")
+    assert done.returncode == 0, done.stderr
+    assert f"resume: {state}: damaged checkpoint file, 100 bytes where" in done.stderr
+    assert "last replaced by step-2, the newest intact step checkpoint" in done.stderr
+    assert "interrupted at step 2: resuming" in done.stderr
+    for name in ("final", "last"):
+        a = ckpt.load_state(ref / "checkpoints" / name)
+        b = ckpt.load_state(run / "checkpoints" / name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+
+    tcfg, run = _preempted_at_3(corpus, tmp_path / "none")
+    for name in ("last", "step-2"):
+        model = run / "checkpoints" / name / "model.pt"
+        model.write_bytes(model.read_bytes()[:-10])
+    done = _run(corpus, run, tcfg.to_dict(), "--attempt", "2")
+    assert done.returncode == 0, done.stderr
+    assert "no intact step checkpoint to fall back on" in done.stderr
+    assert "no checkpoints/last: training from scratch" in done.stderr
+    assert (run / "last.damaged" / "model.pt").is_file()
+
+
 def test_stale_temporary_checkpoints_are_swept_at_start(corpus, tmp_path):
     """Issue 27, item 7: a kill in mid-save leaves `checkpoints/.<name>.tmp-<pid>`; the next
     start of the job (here a resume) removes it, and nothing outside the job's checkpoints."""

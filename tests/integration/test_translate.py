@@ -157,3 +157,17 @@ def test_a_reader_quarantines_control_characters_and_says_how_many(random_checkp
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert b"quarantined 1 records" in out.stderr and b"'control_character': 1" in out.stderr
     assert len(out.stdout.decode().split("\n")[:-1]) == 2
+
+
+def test_a_damaged_checkpoint_is_refused_by_name(random_checkpoint, tmp_path):
+    """Issue 36, item 1: a truncated model.pt given to translate ended in torch's zip-archive
+    stack; it is refused in one line naming the file, exit 2."""
+    import shutil
+
+    damaged = tmp_path / "final"
+    shutil.copytree(random_checkpoint, damaged)
+    model = damaged / "model.pt"
+    model.write_bytes(model.read_bytes()[:-100])
+    out = _translate(str(damaged), stdin=b"La casa es verde.\n")
+    assert out.returncode == 2 and b"Traceback" not in out.stderr, out.stderr
+    assert f"{model}: damaged checkpoint file".encode() in out.stderr

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.models.config import ModelConfig
@@ -104,3 +105,41 @@ def test_rng_state_round_trip():
     ckpt.set_rng_state(state)
     b = (random.random(), np.random.rand(), torch.rand(1))
     assert a[:2] == b[:2] and torch.equal(a[2], b[2])
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "delete"])
+def test_a_damaged_file_is_refused_by_name(tmp_path, damage):
+    """Issue 36, item 1: a truncated trainer_state.pt used to end in torch's "PytorchStreamReader
+    failed reading zip archive", naming no file. Every load checks the size and sha256 that
+    config.yaml recorded when the checkpoint was written."""
+    path = ckpt.save_checkpoint(tmp_path / "last", {"w": torch.arange(100.0)}, {"name": "t"},
+                                trainer_state={"step": 3})
+    assert set(ckpt.read_config(path)[ckpt.FILES_KEY]) == {"model.pt", "trainer_state.pt"}
+    f = path / "trainer_state.pt"
+    data = f.read_bytes()
+    if damage == "truncate":
+        f.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        f.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    else:
+        f.unlink()
+    said = {"truncate": "bytes where", "flip": "sha256", "delete": "missing"}[damage]
+    with pytest.raises(ckpt.DamagedCheckpoint, match=said) as e:
+        ckpt.verify(path)
+    assert str(f) in str(e.value)
+    if damage != "delete":   # load_trainer_state reads only a file that is there
+        with pytest.raises(ckpt.DamagedCheckpoint, match=str(f)):
+            ckpt.load_trainer_state(path)
+    assert torch.equal(ckpt.load_state(path)["w"], torch.arange(100.0))   # the intact file
+
+
+def test_an_unrecorded_checkpoint_that_torch_cannot_read_is_named(tmp_path):
+    """A checkpoint written before the record (no `files` in config.yaml) is loaded unchecked;
+    a file torch cannot read is still named."""
+    path = ckpt.save_checkpoint(tmp_path / "old", {"w": torch.ones(3)}, {"name": "t"})
+    meta = ckpt.read_config(path)
+    del meta[ckpt.FILES_KEY]
+    (path / ckpt.CONFIG_FILE).write_text(yaml.safe_dump(meta))
+    (path / "model.pt").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(ckpt.DamagedCheckpoint, match=f"{path / 'model.pt'}: unreadable"):
+        ckpt.load_state(path)
