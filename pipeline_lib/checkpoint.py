@@ -66,7 +66,8 @@ def verify(path: str | Path, names: Sequence[str] | None = None) -> None:
     try:
         meta = read_config(path)
     except (OSError, yaml.YAMLError) as e:
-        raise DamagedCheckpoint(f"{path / CONFIG_FILE}: unreadable checkpoint config ({e})") from None
+        raise DamagedCheckpoint(f"{path / CONFIG_FILE}: unreadable checkpoint config "
+                                f"({e})") from None
     files = (meta or {}).get(FILES_KEY, {})
     for name, want in files.items():
         if names is not None and name not in names:
@@ -82,6 +83,20 @@ def verify(path: str | Path, names: Sequence[str] | None = None) -> None:
         if file_record(f)["sha256"] != want["sha256"]:
             raise DamagedCheckpoint(f"{f}: damaged checkpoint file, its sha256 is not the one "
                                     "recorded when it was written")
+
+
+def check_tokenizer(path: str | Path, spm_model: str | Path) -> None:
+    """Refuse a sentencepiece model other than the one checkpoint ``path`` was trained with (its
+    own copy's sha256, recorded when written): pieces of another vocabulary index the wrong
+    embeddings, or none (IndexError), and decode through the wrong pieces without a word."""
+    want = ((read_config(path) or {}).get(FILES_KEY) or {}).get(SPM_FILE)
+    if want is None:   # written before the record, or without a tokenizer copy
+        return
+    got = file_record(Path(spm_model))["sha256"]
+    if got != want["sha256"]:
+        raise DamagedCheckpoint(
+            f"{spm_model} (sha256 {got[:16]}...) is not the tokenizer {path} was trained with "
+            f"(sha256 {want['sha256'][:16]}...; its own copy is {Path(path) / SPM_FILE})")
 
 
 def _torch_load(f: Path, weights_only: bool, device: str | torch.device = "cpu") -> Any:
@@ -238,14 +253,20 @@ def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
     return _torch_load(f, weights_only=False) if f.exists() else None
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu"):
-    """Rebuild the model a checkpoint directory describes: ``(model in eval mode, ModelConfig)``."""
+def load_model(path: str | Path, device: str | torch.device = "cpu",
+               spm_model: str | Path | None = None):
+    """Rebuild the model a checkpoint directory describes: ``(model in eval mode, ModelConfig)``.
+    Its weights and tokenizer copy are checked (:func:`verify`), and ``spm_model``, the
+    tokenizer a caller will use with it, against that copy (:func:`check_tokenizer`)."""
     from pipeline_lib.models.config import ModelConfig
     from pipeline_lib.models.registry import build_model
 
-    path = resolve_checkpoint(path)
+    given, path = path, resolve_checkpoint(path)
     if path is None:
-        raise FileNotFoundError(f"no complete checkpoint (model.pt + config.yaml) at {path}")
+        raise FileNotFoundError(f"no complete checkpoint (model.pt + config.yaml) at {given}")
+    verify(path, [MODEL_FILE, SPM_FILE])
+    if spm_model is not None:
+        check_tokenizer(path, spm_model)
     cfg = ModelConfig.from_dict(read_config(path)["model"])
     model = build_model(cfg)
     model.load_state_dict(load_state(path))

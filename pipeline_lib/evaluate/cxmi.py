@@ -181,7 +181,7 @@ def measure(model: torch.nn.Module, docs: Sequence[Sequence[dict]], inputs: Mode
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.checkpoint import load_model, training_seed
+    from pipeline_lib.checkpoint import DamagedCheckpoint, load_model, training_seed
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory")
@@ -199,7 +199,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"{flag} must be at least 1, not {value}")
     if a.threads:
         torch.set_num_threads(a.threads)
-    model, model_cfg = load_model(a.checkpoint, device=a.device)
+    try:
+        model, model_cfg = load_model(a.checkpoint, device=a.device, spm_model=a.spm)
+    except (FileNotFoundError, DamagedCheckpoint) as e:
+        p.exit(2, f"cxmi: error: {e}\n")
     # the training seed: the random condition draws with it, as a random-context rule would
     seed = training_seed(a.checkpoint)
     torch.manual_seed(seed)

@@ -268,7 +268,7 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline_lib.checkpoint import load_model, training_seed
+    from pipeline_lib.checkpoint import DamagedCheckpoint, load_model, training_seed
     from pipeline_lib.manifest import Manifest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -300,7 +300,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                      "device": a.device})
     for path in (a.checkpoint, a.shards / "index.parquet", a.spm):
         manifest.add_input(path)
-    model, model_cfg = load_model(a.checkpoint, device=a.device)
+    try:
+        model, model_cfg = load_model(a.checkpoint, device=a.device, spm_model=a.spm)
+    except (FileNotFoundError, DamagedCheckpoint) as e:
+        p.exit(2, f"decode: error: {e}\n")
     model.eval()
     document_mode = a.mode == "document" or (a.mode == "auto" and inputs_for(model, a.spm).in_document_order)
     rows = read_shards(a.shards)

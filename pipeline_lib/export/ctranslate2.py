@@ -57,7 +57,7 @@ from pipeline_lib.models.layers import Attention, FeedForward, Layer
 from pipeline_lib.models.registry import MODELS, build_model
 from pipeline_lib.models.search import BeamConfig, max_output_lengths
 from pipeline_lib.models.transformer import Transformer
-from pipeline_lib.checkpoint import find_checkpoint, load_model, read_config
+from pipeline_lib.checkpoint import DamagedCheckpoint, find_checkpoint, load_model, read_config
 
 LAYER_NORM_EPS = 1e-5                                     # torch.nn.LayerNorm's default
 
@@ -206,7 +206,10 @@ def export(source: Path, output: Path, which: str = CKPT_FINAL,
     spm_model = checkpoint / CKPT_SPM_FILE
     if not spm_model.exists():
         raise ExportError(f"{checkpoint}: no {CKPT_SPM_FILE}; the CT2 model needs its vocabulary")
-    model, cfg = load_model(checkpoint)
+    try:   # its weights and tokenizer copy as written (checkpoint.verify)
+        model, cfg = load_model(checkpoint)
+    except DamagedCheckpoint as e:
+        raise ExportError(str(e)) from None
     pieces = spm_pieces(spm_model)
     manifest = Manifest(stage="export_ctranslate2",
                         params={"checkpoint": which, "quantization": quantization or "float32"})

@@ -143,3 +143,19 @@ def test_an_unrecorded_checkpoint_that_torch_cannot_read_is_named(tmp_path):
     (path / "model.pt").write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(ckpt.DamagedCheckpoint, match=f"{path / 'model.pt'}: unreadable"):
         ckpt.load_state(path)
+
+
+def test_another_runs_tokenizer_is_refused_with_both_hashes(tmp_path):
+    """Issue 36, item 2: an spm.model from another run crashed with IndexError or decoded
+    through the wrong vocabulary. The checkpoint's own copy is recorded; another is refused."""
+    own, other = tmp_path / "own.model", tmp_path / "other.model"
+    own.write_bytes(b"pieces of this run")
+    other.write_bytes(b"pieces of another run")
+    path = ckpt.save_checkpoint(tmp_path / "final", build_model(CFG).state_dict(), CFG.to_dict(),
+                                spm_model=own)
+    ckpt.check_tokenizer(path, own)
+    model, _ = ckpt.load_model(path, spm_model=path / ckpt.SPM_FILE)
+    with pytest.raises(ckpt.DamagedCheckpoint, match="is not the tokenizer") as e:
+        ckpt.load_model(path, spm_model=other)
+    digest = ckpt.file_record(other)["sha256"][:16]
+    assert str(other) in str(e.value) and digest in str(e.value)
