@@ -48,14 +48,14 @@ def _few_updates(module) -> None:
     update = module.Updater.update
     done, stop = [0], threading.Event()
 
-    def on_stop(signum, frame, trainers=signal.getsignal(signal.SIGTERM)):
-        stop.set()
-        if callable(trainers):
-            trainers(signum, frame)
-
     def few_updates(self, *args, **kwargs):
-        if done[0] == UPDATES_PER_ATTEMPT:   # the trainer's handler is in place by now
-            on_stop.__defaults__ = (signal.getsignal(signal.SIGTERM),)
+        if done[0] == UPDATES_PER_ATTEMPT:   # the trainer's own handler is in place by now
+            trainers = signal.getsignal(signal.SIGTERM)
+
+            def on_stop(signum, frame):
+                stop.set()
+                trainers(signum, frame)
+
             signal.signal(signal.SIGTERM, on_stop)
             print(f"test hook: {done[0]} updates made, waiting for the stop signal",
                   file=sys.stderr, flush=True)
