@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -225,19 +227,24 @@ def test_forcerun_trains_the_finished_job_again(preempted, tmp_path):
         range(PRE_EMPT_AFTER, MAX_STEPS + 1, PRE_EMPT_AFTER))
 
 
-def _start(work: Path, state: Path, profile: Path = ROOT / "profiles" / "slurm",
-           **env: str) -> subprocess.Popen:
-    return subprocess.Popen(_slurm_run(work, state, profile=profile), cwd=work,
+@contextmanager
+def _running(work: Path, state: Path, profile: Path = ROOT / "profiles" / "slurm",
+             **env: str) -> Iterator[subprocess.Popen]:
+    """The submitting Snakemake, started; on leaving, killed if it still runs and what is left
+    of its jobs cancelled (a failed test's jobs would train on beside later tests)."""
+    proc = subprocess.Popen(_slurm_run(work, state, profile=profile), cwd=work,
                             env=_env(FAKE_SLURM_DIR=str(state), **env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def _cancel_all(state: Path) -> None:
-    """What is left of a failed test's jobs, cancelled (they would train on beside later tests)."""
-    ids = [p.stem for p in (state / "jobs").glob("*.json")] if (state / "jobs").is_dir() else []
-    if ids:
-        subprocess.run([str(SHIMS / "scancel"), *ids], env=_env(FAKE_SLURM_DIR=str(state)),
-                       check=False)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ids = [p.stem for p in (state / "jobs").glob("*.json")] if (state / "jobs").is_dir() \
+            else []
+        if ids:
+            subprocess.run([str(SHIMS / "scancel"), *ids], env=_env(FAKE_SLURM_DIR=str(state)),
+                           check=False)
 
 
 def _only_job(state: Path) -> str:
@@ -257,15 +264,11 @@ def test_slurm_requeue_resumes_under_the_same_job(upstream, tmp_path):
     resumes its run, and Snakemake never resubmits."""
     work = _copy(upstream, tmp_path / "work", train={**_config({})["train"], "max_steps": 30})
     state = tmp_path / "fake_slurm"
-    proc = _start(work, state)
-    try:
+    with _running(work, state) as proc:
         _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
         job = _only_job(state)
         _preempt(state, job, "REQUEUE")
         out, _ = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     log = (work / "logs/train_model/transformer.log").read_text()
     assert proc.returncode == 0, out[-3000:] + log[-3000:]
     assert len(_calls(state, "sbatch")) == 1 and _job(state, job)["restarts"] == 1
@@ -330,9 +333,8 @@ def test_a_cancelled_preemption_waits_for_scontrol_requeue(upstream, tmp_path):
     requeue <jobid>` brings it back under the same id, and it resumes."""
     work = _copy(upstream, tmp_path / "work", train={**_config({})["train"], "max_steps": 30})
     state = tmp_path / "fake_slurm"
-    proc = _start(work, state, _site_profile(tmp_path / "profile", require_requeue=0),
-                  FAKE_SLURM_PREEMPT_MODE="CANCEL")
-    try:
+    with _running(work, state, _site_profile(tmp_path / "profile", require_requeue=0),
+                  FAKE_SLURM_PREEMPT_MODE="CANCEL") as proc:
         _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
         job = _only_job(state)
         polls = len(_calls(state, "sacct")) + len(_calls(state, "squeue"))
@@ -349,9 +351,6 @@ def test_a_cancelled_preemption_waits_for_scontrol_requeue(upstream, tmp_path):
         subprocess.run([str(SHIMS / "scontrol"), "requeue", job], check=True,
                        env=_env(FAKE_SLURM_DIR=str(state), FAKE_SLURM_PREEMPT_MODE="CANCEL"))
         out, _ = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     log = (work / "logs/train_model/transformer.log").read_text()
     assert proc.returncode == 0, out[-3000:] + log[-3000:]
     assert "We leave it to SLURM to resume your job(s)" in out
@@ -544,14 +543,9 @@ def test_a_training_longer_than_five_time_limits_requeues_itself_and_ends_as_one
 
     work = _copy(upstream, tmp_path / "work", train=train)
     state = tmp_path / "fake_slurm"
-    proc = _start(work, state, profile=_site_profile(tmp_path / "profile", runtime=4),
-                  FAKE_SLURM_TIME_SCALE="0.125", DOCMT_TEST_UPDATES_PER_ATTEMPT="9")
-    try:
+    with _running(work, state, profile=_site_profile(tmp_path / "profile", runtime=4),
+                  FAKE_SLURM_TIME_SCALE="0.125", DOCMT_TEST_UPDATES_PER_ATTEMPT="9") as proc:
         out, _ = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        _cancel_all(state)
     log = (work / "logs/train_model/transformer.log").read_text()
     assert proc.returncode == 0, out[-3000:] + log[-3000:]
     job = _only_job(state)
@@ -577,17 +571,12 @@ def test_sigterm_to_the_submitting_snakemake_cancels_its_jobs_and_unlocks(upstre
     follows left them running and the folder locked. It now cancels them, as Ctrl-C does."""
     work = _copy(upstream, tmp_path / "work", train={**_config({})["train"], "max_steps": 100000})
     state = tmp_path / "fake_slurm"
-    proc = _start(work, state)
-    try:
+    with _running(work, state) as proc:
         _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
         job = _only_job(state)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
-        ended = _job(state, job)["state"]   # before the clean-up below cancels what is left
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        _cancel_all(state)
+        ended = _job(state, job)["state"]   # before leaving the block cancels what is left
     assert proc.returncode != 0 and "SIGTERM: cancelling this run's SLURM jobs" in out, out[-3000:]
     # by the run's job name, whatever the plugin's status thread held at that moment
     name = _job(state, job)["name"]
