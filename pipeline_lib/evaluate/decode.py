@@ -41,7 +41,8 @@ from pipeline_lib import stage_options
 from pipeline_lib.atomic import atomic_output
 from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import MANIFEST_FILE
-from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, inputs_for
+from pipeline_lib.context_conditions import CONTEXT_CONDITIONS
+from pipeline_lib.models.inputs import CTX_KEY, ModelInputs, inputs_for, with_context
 from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
 from pipeline_lib.documents import split_document
 
@@ -191,7 +192,7 @@ class Translation:
 
 def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
                    device: str, document_mode: bool, unit: str = "document", seed: int = 1,
-                   progress: bool = False) -> tuple[list[Translation], dict]:
+                   progress: bool = False, context: str = "true") -> tuple[list[Translation], dict]:
     """Translate ``rows`` (doc_id, sent_idx, src_ids) the way the model's inputs say, in
     document order; returns the translations and the speed/count record.
 
@@ -199,6 +200,8 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
     CONTEXT models read their source context, DOCUMENT models their sub-document
     (``unit="document"``) or the tagged sentence alone (``unit="sentence"``). ``seed``: the data
     seed of context rules that draw at random (the training seed reproduces training's draw).
+    ``context``: ``random`` or ``empty`` replace a CONTEXT model's true context (an ablation:
+    does the model translate better with its document's context than with any?).
     Test-set decoding (:func:`decode_file`) and ``translate`` both come through here, so a text
     translated by hand gets exactly the pipeline's hypotheses."""
     import sentencepiece as spm
@@ -207,7 +210,7 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
     limit = model.cfg.max_len - 1
     truncated = sum(len(r["src_ids"]) > limit for r in rows)
     doc_ids, docs = group_documents(rows)
-    inputs = inputs_for(model, spm_path)
+    inputs = with_context(inputs_for(model, spm_path), context, model.cfg.name)
     mode = inputs.mode if not document_mode else DataMode.STREAM
     room = limit - (inputs.tag is not None)   # the tag stays within the model's positions
     srcs = [[inputs.tag_sentence(list(r["src_ids"])[:room]) for r in d] for d in docs]
@@ -241,13 +244,13 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
               "tokens_per_s": round(n_tokens / seconds, 2) if seconds else None,
               "mode": "document" if document_mode else "sentence",
               "data_mode": inputs.mode.value,
-              "unit": unit if inputs.mode is DataMode.DOCUMENT else None}
+              "unit": unit if inputs.mode is DataMode.DOCUMENT else None, "context": context}
     return out, record
 
 
 def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
                 output: Path, device: str, document_mode: bool, unit: str = "document",
-                seed: int = 1) -> dict:
+                seed: int = 1, context: str = "true") -> dict:
     """Translate ``rows`` (:func:`translate_rows`) and write the hypothesis Parquet (columns
     doc_id, sent_idx, hyp, score, and nbest when ``cfg.nbest`` > 1); returns the speed/count
     record."""
@@ -255,7 +258,7 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
     import pyarrow.parquet as pq
 
     translations, record = translate_rows(model, rows, cfg, spm_path, device, document_mode,
-                                          unit, seed)
+                                          unit, seed, context=context)
     cols: dict[str, list] = {"doc_id": [t.doc_id for t in translations],
                              "sent_idx": pa.array([t.sent_idx for t in translations], pa.int32()),
                              "hyp": [t.hyps[0] for t in translations],
@@ -285,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="auto: document mode iff the model needs the history of earlier sentences")
     p.add_argument("--unit", choices=["document", "sentence"], default="document",
                    help="document-level models: translate with the sub-document or alone")
+    p.add_argument("--context", choices=CONTEXT_CONDITIONS, default="true",
+                   help="context models (doct, camn): their document's context, other "
+                        "documents' sentences (random) or none (empty): a test-time ablation")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = stage_options.parse_args(p, argv)
@@ -297,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                      batch_size=a.batch_size, nbest=a.nbest, greedy=a.greedy,
                      static={"auto": None, "on": True, "off": False}[a.static])
     manifest = Manifest(stage="decode_test", params={**asdict(cfg), "mode": a.mode, "unit": a.unit,
-                                                     "device": a.device})
+                                                     "device": a.device, "context": a.context})
     for path in (a.checkpoint, a.shards / "index.parquet", a.spm):
         manifest.add_input(path)
     try:
@@ -305,13 +311,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (FileNotFoundError, DamagedCheckpoint) as e:
         p.exit(2, f"decode: error: {e}\n")
     model.eval()
+    try:    # refused before any decoding: a context condition needs a context rule
+        with_context(inputs_for(model, a.spm), a.context, model_cfg.name)
+    except ValueError as e:
+        p.exit(2, f"decode: error: {a.checkpoint}: {e}\n")
     document_mode = a.mode == "document" or (a.mode == "auto" and inputs_for(model, a.spm).in_document_order)
     rows = read_shards(a.shards)
     log.info("decoding %d sentences with %s (%d parameters)", len(rows), model_cfg.name, model.num_parameters())
     # the training seed, so a context rule that draws at random draws what training drew
     seed = training_seed(a.checkpoint)
     manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,
-                                  a.unit, seed)
+                                  a.unit, seed, a.context)
     manifest.extra["model"] = model_cfg.to_dict()
     manifest.write(a.manifest or a.output.with_name(f"{a.output.stem}.{MANIFEST_FILE}"))
     log.info("%s", manifest.counts)

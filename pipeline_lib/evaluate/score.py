@@ -174,12 +174,15 @@ def metrics(cfg: ScoreConfig) -> dict[str, object]:
 def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
                    controls: dict[str, str] | None = None,
                    replicates: dict[str, tuple[str, int]] | None = None,
-                   meteor: Meteor | None = None) -> dict:
+                   meteor: Meteor | None = None,
+                   against: list[tuple[str, str, str]] | None = None) -> dict:
     """Scores and significance of every model on one test set (first model = baseline), and of
     every model against its matched control (``controls``: model -> control system). With
     ``replicates`` (system -> (group, seed)) each seed's systems are tested against that seed's
     baseline, and ``seeds`` gives the statistics across seeds (:func:`across_seeds`).
-    ``meteor``: corpus METEOR beside BLEU (default: no target language, exact matches only)."""
+    ``meteor``: corpus METEOR beside BLEU (default: no target language, exact matches only).
+    ``against`` ((model, other, kind)): the same paired test of a model against its context
+    controls (its random-context twin, its ablated decodings), under ``against.<kind>``."""
     meteor = meteor or Meteor()
     sent_refs = reference_streams(ts.refs)
     doc_keys_refs = doc_references(ts.keys, ts.refs)
@@ -205,6 +208,9 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
     for model, control in (controls or {}).items():
         out["models"][model]["control"] = _against(ts, model, control, cfg, sent_refs,
                                                    doc_keys_refs)
+    for model, other, kind in against or []:
+        out["models"][model].setdefault("against", {})[kind] = _against(
+            ts, model, other, cfg, sent_refs, doc_keys_refs)
     if replicates:
         out["seeds"] = across_seeds(out["models"], models[0], controls or {}, replicates,
                                     cfg.significance_level)
@@ -402,12 +408,14 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
               cfg: ScoreConfig, manifest: Manifest,
               controls: dict[str, str] | None = None,
               replicates: dict[str, tuple[str, int]] | None = None,
-              tgt_lang: str | None = None, text_dir: Path | None = None) -> dict:
+              tgt_lang: str | None = None, text_dir: Path | None = None,
+              against: list[tuple[str, str, str]] | None = None) -> dict:
     """Score all (model, corpus, split) hypotheses; returns the scores document. ``controls``
     (model -> its matched control) adds a test of each model against its control;
     ``replicates`` (system -> (group, seed), several seeds) the statistics across seeds;
     ``tgt_lang`` picks METEOR's stemmer (None: exact matches only); ``text_dir`` gets every test
-    set's references and hypotheses as plain text (text_export.py)."""
+    set's references and hypotheses as plain text (text_export.py); ``against`` (model, other
+    system, kind): context controls each model is also tested against (:func:`score_test_set`)."""
     meteor = Meteor(tgt_lang)
     controls = dict(controls or {})
     replicates = dict(replicates or {})
@@ -426,9 +434,12 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
             manifest.add_input(refs[corpus])
         sets[name].hyps[model] = read_hypotheses(path, sets[name].keys, manifest)
         manifest.add_input(path)
-    unknown = sorted({m for pair in controls.items() for m in pair} - set(models))
-    if unknown:
-        raise ValueError(f"--control names systems without hypotheses: {unknown}")
+    against = [tuple(a) for a in against or []]
+    for flag, named in (("--control", [m for pair in controls.items() for m in pair]),
+                        ("--against", [m for m, o, _ in against for m in (m, o)])):
+        unknown = sorted(set(named) - set(models))
+        if unknown:
+            raise ValueError(f"{flag} names systems without hypotheses: {unknown}")
     if replicates and set(replicates) != set(models):
         raise ValueError(f"--replicate must name every system once: missing "
                          f"{sorted(set(models) - set(replicates))}, unknown "
@@ -450,11 +461,12 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     results = {}
     for name in names:
         log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
-        results[name] = score_test_set(sets[name], models, cfg, controls, replicates, meteor)
+        results[name] = score_test_set(sets[name], models, cfg, controls, replicates, meteor,
+                                       against)
     manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
                        for name, r in results.items()}
     return {"baseline": baseline, "models": models, "test_sets": names,
-            "controls": controls, "config": asdict(cfg), "meteor": meteor.describe(),
+            "controls": controls, "against": [list(a) for a in against], "config": asdict(cfg), "meteor": meteor.describe(),
             "results": results,
             **({"replicates": {s: list(r) for s, r in replicates.items()}} if replicates else {})}
 
@@ -469,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", required=True, help="model every other model is tested against")
     ap.add_argument("--control", nargs=2, action="append", default=[], metavar=("MODEL", "CONTROL"),
                     help="also test MODEL against its matched CONTROL (repeatable)")
+    ap.add_argument("--against", nargs=3, action="append", default=[],
+                    metavar=("MODEL", "SYSTEM", "KIND"),
+                    help="also test MODEL against a context control SYSTEM, reported as KIND "
+                         "(twin, ctx_random, ctx_empty; repeatable)")
     ap.add_argument("--replicate", nargs=3, action="append", default=[],
                     metavar=("SYSTEM", "GROUP", "SEED"),
                     help="SYSTEM is seed SEED's run of GROUP (several seeds; every system once)")
@@ -492,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                            [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
                            manifest, dict(args.control),
                            {s: (g, int(seed)) for s, g, seed in args.replicate}, args.tgt_lang,
-                           args.text_dir)
+                           args.text_dir, args.against)
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1

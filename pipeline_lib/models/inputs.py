@@ -421,3 +421,16 @@ class ModelInputs:
     def strip_tag(self, tokens: list[int]) -> list[int]:
         """A hypothesis without the leading tag the model writes (others: unchanged)."""
         return tokens[1:] if self.tag is not None and tokens[:1] == [self.tag] else tokens
+
+
+def with_context(inputs: ModelInputs, context: str, model: str) -> ModelInputs:
+    """What ``model`` reads under a context condition (``train.context``, decode ``--context``):
+    a random-context twin trains the same model, updates and data with every sentence's context
+    drawn from other documents; an ablated decode gives a trained model other documents'
+    sentences or none. Refused for a model without a context rule: its twin or ablation would
+    be the model itself, and a report would call that a context control."""
+    if context != "true" and inputs.context is None:
+        raise ValueError(f"context {context!r}: model {model!r} reads no per-sentence context "
+                         "rule (only the models of "
+                         "pipeline_lib.context_conditions.CONTEXT_RULE_MODELS have one)")
+    return inputs.ablated(context)

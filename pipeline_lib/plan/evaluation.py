@@ -7,7 +7,10 @@ and the flags that name the test sets to the scoring stages (their settings:
 from __future__ import annotations
 
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.context_conditions import CONTEXT_CONDITIONS, CONTEXT_RULE_MODELS
 from pipeline_lib.layout import SENT_SUFFIX
+
+ABLATED = "_ctx_"   # <model>_ctx_<condition>: <model> decoded with that context (ablations)
 
 
 class Evaluation:
@@ -22,12 +25,39 @@ class Evaluation:
         for m in self.models:
             if self.config["model_settings"][self.replicas.get(m, (m,))[0]]["sentence_decode"]:
                 out[f"{m}{SENT_SUFFIX}"] = (m, "sentence")
-        for c in dict.fromkeys(self.controls.values()):
+        for c in [*dict.fromkeys(self.controls.values()), *self.twins.values()]:
             out.setdefault(c, (c, "document"))
+        for system, (model, _) in self.ablations.items():
+            out[system] = (model, "document")
         return out
 
+    @property
+    def ablations(self) -> dict[str, tuple[str, str]]:
+        """Test-time context ablations (config score.context_ablation): system
+        ``<m>_ctx_random`` / ``<m>_ctx_empty`` -> (model ``m``, condition), for every evaluated
+        context-rule model: decoded again with other documents' sentences, or none, as its
+        context, and scored against its own true-context decoding."""
+        if not self.config["score"]["context_ablation"]:
+            return {}
+        return {f"{m}{ABLATED}{condition}": (m, condition) for m in self.models
+                if self.jobs[m].model["name"] in CONTEXT_RULE_MODELS
+                for condition in CONTEXT_CONDITIONS if condition != "true"}
+
+    def decode_context(self, system: str) -> str:
+        """The context condition a system is decoded with (true but for an ablation)."""
+        return self.ablations.get(system, (system, "true"))[1]
+
+    def against(self) -> list[tuple[str, str, str]]:
+        """(model, other system, kind) of each context control the scores test a model
+        against: its random-context twin and its ablated decodings."""
+        out = [(m, t, "twin") for m, t in self.twins.items()]
+        return out + [(m, s, f"ctx_{c}") for s, (m, c) in self.ablations.items()]
+
     def control_of(self, system: str) -> str | None:
-        """The matched control of an evaluated system (``<m>_sent`` shares ``m``'s)."""
+        """The matched control of an evaluated system (``<m>_sent`` shares ``m``'s; an ablated
+        decoding has none: it is tested against its model)."""
+        if system in self.ablations:
+            return None
         return self.controls.get(self.systems[system][0])
 
     @property

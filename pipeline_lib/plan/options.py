@@ -124,7 +124,8 @@ def _decode_test(plan: Any, model: str) -> Options:
     return {"beam": d["beam"], "lenpen": d["lenpen"], "max_len_a": d["max_len_a"],
             "max_len_b": d["max_len_b"], "batch_size": d["batch_size"], "nbest": d["nbest"],
             "greedy": d["greedy"], "static": {None: "auto", True: "on", False: "off"}[d["static"]],
-            "mode": d["mode"], "unit": plan.systems[model][1]}
+            "mode": d["mode"], "unit": plan.systems[model][1],
+            "context": plan.decode_context(model)}
 
 
 def _score_test(plan: Any) -> Options:
@@ -135,6 +136,7 @@ def _score_test(plan: Any) -> Options:
             "bootstrap_samples": s["bootstrap_samples"],
             "significance_level": s["significance_level"], "baseline": plan.baseline,
             "control": [[m, c] for m in plan.systems if (c := plan.control_of(m)) and c != m],
+            "against": [list(a) for a in plan.against()],
             "replicate": [[m, r[0], str(r[1])] for m in plan.systems if (r := plan.replica(m))]}
 
 

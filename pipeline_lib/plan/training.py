@@ -16,11 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.context_conditions import CONTEXT_RULE_MODELS
 from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
 
 PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
 SEED_SUFFIX = "_seed"   # <job>_seed<N>: job <job> trained with seed N (config `seeds`)
 MATCHED = "_matched_"   # <parent>_plus_matched_<job>: a control trained exactly <job>'s updates
+TWIN = "_random_context"  # <model>_random_context: <model> trained with other documents' context
 
 
 def chain_jobs(models: list[str], settings: Mapping[str, Mapping]) -> list[str]:
@@ -73,6 +75,8 @@ class TrainingJobs:
         config = self.config
         self.jobs = self._train_jobs()
         self.controls = self._controls() if config["score"]["matched_controls"] else {}
+        #: context model -> its random-context twin (config score.context_twins)
+        self.twins = self._twins() if config["score"]["context_twins"] else {}
         #: the evaluated model jobs, baseline first (``models``, or each of them per seed)
         self.models: list[str] = list(config["models"])
         self.seeds: list[int] = list(config["seeds"] or [config["train"]["seed"]])
@@ -182,6 +186,31 @@ class TrainingJobs:
         self.jobs[spec.name] = spec
         return spec.name
 
+    # --- random-context twins --------------------------------------------------------------
+    def _twins(self) -> dict[str, str]:
+        """Evaluated context-rule model -> its twin, added to ``self.jobs``: the same job (its
+        initial checkpoint, frozen parameters, data, seed and schedule) with every sentence's
+        context drawn from other documents (``train.context: random``, in the true amount), so
+        Δ(model − twin) is what the document's own context adds beyond the capacity and the
+        regularisation of the context modules (Li et al. 2020: multi-encoder gains persist with
+        random context). A model that stops on a plateau gives its twin exactly its updates
+        (``budget_of``, like a matched control: the twin runs after it); otherwise both have the
+        same cap. The twin is decoded like its model, with the true context: only what it was
+        trained with differs (our choice: Li et al. also test such models with true context)."""
+        twins: dict[str, str] = {}
+        for model in self.config["models"]:
+            job = self.jobs[model]
+            if job.model["name"] not in CONTEXT_RULE_MODELS:
+                continue
+            matched = job.train.get("patience", 0) > 0
+            twin = replace(job, name=f"{model}{TWIN}",
+                           train={**job.train, "context": "random",
+                                  **({"patience": 0} if matched else {})},
+                           **({"budget_of": model, "budget_share": 1.0} if matched else {}))
+            self.jobs[twin.name] = twin
+            twins[model] = twin.name
+        return twins
+
     def _seed(self, seeds: list[int]) -> None:
         """Train every job with ``seeds``: one seed keeps the names (``train.seed`` = it); several
         repeat every job (chains and controls) as ``<job>_seed<N>``, each link starting from the
@@ -203,6 +232,8 @@ class TrainingJobs:
                 self.replicas[rep] = (name, seed)
         self.controls = {replica_name(m, s): replica_name(c, s)
                          for m, c in self.controls.items() for s in seeds}
+        self.twins = {replica_name(m, s): replica_name(t, s)
+                      for m, t in self.twins.items() for s in seeds}
         self.models = [replica_name(m, s) for m in self.config["models"] for s in seeds]
 
     def train_priority(self, job: str) -> int:

@@ -59,7 +59,7 @@ from pipeline_lib.batch import Batch
 from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import (CKPT_LAST, MANIFEST_FILE)
 from pipeline_lib.manifest import Manifest
-from pipeline_lib.models.inputs import Phase, inputs_for
+from pipeline_lib.models.inputs import Phase, inputs_for, with_context
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import STOP_SIGNALS
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
@@ -127,7 +127,7 @@ class Trainer:
         self.ckpts = RunCheckpoints(self.out_dir, self.mcfg.to_dict(), self.record, spm_path,
                                     self._log)
         self.model = build_model(self.mcfg).to(self.device)
-        self.inputs = inputs_for(self.model, spm_path)
+        self.inputs = with_context(inputs_for(self.model, spm_path), tcfg.context, self.mcfg.name)
         self.rule = tcfg.stop_rule()
         if self.rule.metric is StopMetric.BLEU and (not tcfg.dev_bleu or self.inputs.dev_bleu_skip):
             raise ValueError(f"train.stop_metric=bleu needs dev BLEU, which this run does not "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
+from pipeline_lib.context_conditions import CONTEXT_CONDITIONS
 from pipeline_lib.training.stopping import StopMetric, StopRule
 
 
@@ -51,12 +52,17 @@ class TrainConfig:
     aux_ratio: float = 0.0
     # a matched control: the manifest of the job whose updates it trained (matched_budget)
     matched_to: str | None = None
+    # the context a context-rule model reads in training and validation: its document's
+    # ("true"), other documents' sentences ("random": a random-context twin) or none ("empty")
+    context: str = "true"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.aux_ratio <= 1.0:
             raise ValueError(f"train.aux_ratio={self.aux_ratio} must lie in [0, 1]")
         if not self.max_seconds >= 0:   # NaN fails too
             raise ValueError(f"train.max_seconds={self.max_seconds} must be >= 0")
+        if self.context not in CONTEXT_CONDITIONS:
+            raise ValueError(f"train.context={self.context!r}: one of {list(CONTEXT_CONDITIONS)}")
         self.stop_rule()   # refuses a bad rule before anything is built
 
     def stop_rule(self) -> StopRule:

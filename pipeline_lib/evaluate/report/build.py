@@ -13,7 +13,7 @@ from pipeline_lib import stage_options
 from pipeline_lib.atomic import write_text
 from pipeline_lib.evaluate import report
 from pipeline_lib.evaluate.report.chains import job_roles, start_updates
-from pipeline_lib.evaluate.report.context_use import context_table
+from pipeline_lib.evaluate.report.context_use import context_bleu_table, context_table
 from pipeline_lib.evaluate.report.document import (BLEU_FILE, CONFIG_FILE, CURVES_FILE, NA,
                                                    Figure, Section, Table)
 from pipeline_lib.evaluate.report.inputs import Inputs, read_inputs
@@ -69,13 +69,15 @@ def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
     across = seeds_table(scores) if scores else None
     if across is not None:
         bleu.blocks.append(across)
+    context_blocks = [b for b in ([context_table(inputs.cxmi)] if inputs.cxmi else [])
+                      + [context_bleu_table(scores) if scores else None] if b is not None]
     sections = [
         Section("Verdict", [regime_text(inputs), verdict_table(inputs),
                             data_gap_block(inputs), budget_table(inputs, starts)]),
         Section("Run", [run_table(inputs, manifests)]),
         bleu,
         *([Section("All metrics", metrics)] if metrics else []),
-        *([Section("Context use", [context_table(inputs.cxmi)])] if inputs.cxmi else []),
+        *([Section("Context use", context_blocks)] if context_blocks else []),
         Section("Discourse", discourse_table(models, inputs.consistency, inputs.contrastive,
                                              inputs.suites)),
         Section("Training", [curves, jobs_table(inputs, starts, roles)]),

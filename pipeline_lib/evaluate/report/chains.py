@@ -56,8 +56,11 @@ def job_roles(inputs: Inputs) -> dict[str, str]:
     system, only other jobs start from it: cross-task pre-training). Controls are evaluated
     systems too: the scores' ``controls`` tell them apart."""
     systems = list(inputs.systems.values())
-    controls = {inputs.systems.get(c, c)
-                for c in ((inputs.scores or {}).get("controls") or {}).values()}
+    scores = inputs.scores or {}
+    controls = {inputs.systems.get(c, c) for c in (scores.get("controls") or {}).values()}
+    # a random-context twin is a control of its model (an ablated decoding shares its job)
+    controls |= {inputs.systems.get(o, o) for _, o, kind in scores.get("against") or []
+                 if kind == "twin"}
     groups = system_groups(inputs)
     first = next(iter(inputs.systems), None)
     baselines = {job for system, job in inputs.systems.items()   # the baseline of every seed

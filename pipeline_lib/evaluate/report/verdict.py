@@ -73,9 +73,12 @@ def verdict_table(inputs: Inputs) -> Table:
     mode = regime(inputs.train)
     roles = job_roles(inputs)
     seen: set[str] = set()
+    # context controls (twins, ablated decodings) have their own table (Context use)
+    context_controls = {o for _, o, _ in scores.get("against") or []}
     for system in scores["models"]:
         group = groups.get(system, system)
-        if group in seen or roles.get(inputs.systems.get(system, system)) != "model":
+        if (group in seen or system in context_controls
+                or roles.get(inputs.systems.get(system, system)) != "model"):
             continue
         seen.add(group)
         members = [s for s in scores["models"] if groups.get(s, s) == group]
