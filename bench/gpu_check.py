@@ -160,7 +160,7 @@ def slice_part(spec: dict, out: Path, clock: Clock) -> list[str]:
     share = clock.share("slice")
     end, reserve = time.monotonic() + share, RESERVE * share
     names = [*TRAIN_STAGES, "decode", "score"]
-    lines = ["## Converged slice: baseline, DocT, then its matched control", ""]
+    lines = ["## Converged slice: baseline, DocT, then its matched control and random-context twin", ""]
     for name, stage in zip(names, spec["slice"]):
         # scoring is seconds of CPU and the verdict needs it: it runs after a decode that
         # finished even when a slow decode spent the reserve (at most SCORE_FLOOR past the budget)
@@ -215,7 +215,8 @@ def stops(spec: dict) -> list[str]:
 
 
 def verdict(spec: dict) -> list[str]:
-    """Test BLEU per system and, per model with a control, Δ and the paired bootstrap p."""
+    """Test BLEU per system and, per model with a control, Δ and the paired bootstrap p; then
+    DocT against its random-context twin and its decodings with random and empty context."""
     scores_path = ROOT / _arg(spec["slice"][-1][0], "--output")
     if not scores_path.exists():
         return ["Verdict: none (no scores: the slice did not reach scoring)."]
@@ -231,6 +232,10 @@ def verdict(spec: dict) -> list[str]:
                      f"Δ {c['bleu_delta']:+.2f} BLEU, p {c['bleu_p']}, document interval "
                      f"{c.get('bleu_delta_ci_documents')} (paired bootstrap; GPU slice, "
                      "capped: see the stop table)")
+    for model, other, kind in scores.get("against") or []:
+        c = rows[model]["against"][kind]
+        lines.append(f"Context: {model} against {other} ({kind}): Δ {c['bleu_delta']:+.2f} BLEU, "
+                     f"p {c['bleu_p']}, document interval {c.get('bleu_delta_ci_documents')}")
     return lines
 
 

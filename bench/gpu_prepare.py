@@ -19,8 +19,9 @@ The JSON has:
   documents, restore: crosstask_pretrain's restoration; the last two with aux_ratio 1, so every
   update reads that stream), each from scratch (no init_from) with the GPU profile's sizes;
 - ``slice``: the converged slice as stages of commands (the commands of a stage run side by
-  side): the baseline to its plateau, DocT and its matched control to theirs, decoding the test
-  set, scoring with the paired bootstrap. The caps (``SLICE``) fit the slice into bench/
+  side): the baseline to its plateau, DocT to its own, its matched control and its
+  random-context twin to DocT's updates, decoding the test set (DocT also with random and empty
+  context), scoring with the paired bootstrap. The caps (``SLICE``) fit the slice into bench/
   gpu_check.sh's 9 minutes on one H100 only if the trainer runs near its update's speed; a job
   that hits its cap is named in the verdict.
 
@@ -87,9 +88,9 @@ def mode_jobs(plan: Plan) -> dict[str, dict]:
 def slice_stages(plan: Plan, python: str = "python") -> list[list[list[str]]]:
     """The converged slice as stages of argv lists, each mirroring its rule's shell command
     (workflow/rules/train.smk, decode.smk, score.smk; the decode and score flags from the
-    plan, as the rules take them): train the baseline; then DocT; then its matched control,
-    which trains DocT's updates (the rule's ``--budget-of``); decode every system's test sets
-    side by side; score."""
+    plan, as the rules take them): train the baseline; then DocT; then its matched control and
+    its random-context twin, which train DocT's updates (the rule's ``--budget-of``); decode
+    every system's test sets side by side (DocT also with random and empty context); score."""
     spm = plan.results.train_bpe().model
 
     def train(job: str) -> list[str]:

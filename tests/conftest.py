@@ -71,7 +71,7 @@ def tiny_config(work: Path, resources: Path) -> dict:
                                                             if job == "doct" else {})}}
                            for job in jobs},
         "decode": {"beam": 2, "max_len_b": 5},
-        "score": {"bootstrap_samples": 50, "context_ablation": True},
+        "score": {"bootstrap_samples": 50, "context_ablation": True, "context_twins": True},
     }
 
 

@@ -211,6 +211,10 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
     truncated = sum(len(r["src_ids"]) > limit for r in rows)
     doc_ids, docs = group_documents(rows)
     inputs = with_context(inputs_for(model, spm_path), context, model.cfg.name)
+    if context == "random" and len(docs) < 2:
+        raise ValueError(f"context 'random' draws other documents' sentences: this test set has "
+                         f"{len(docs)} document (give document ids, or set "
+                         "score.context_ablation: false)")
     mode = inputs.mode if not document_mode else DataMode.STREAM
     room = limit - (inputs.tag is not None)   # the tag stays within the model's positions
     srcs = [[inputs.tag_sentence(list(r["src_ids"])[:room]) for r in d] for d in docs]

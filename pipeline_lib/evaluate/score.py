@@ -35,6 +35,9 @@ references. METEOR's word alignment is NLTK's; its corpus aggregation is ours
   not comparable with a paper's METEOR 1.5. No significance test for METEOR: its Δ in the report
   carries no †.
 * "All" is the concatenation of all test sets, in the order given.
+* Context controls (``--against MODEL SYSTEM KIND``): the matched control's paired test of a
+  context model against its random-context twin (``twin``) or its own decodings with random or
+  empty context (``ctx_random``, ``ctx_empty``), under ``against.<KIND>`` of the model's row.
 * Several seeds (``--replicate SYSTEM GROUP SEED``: SYSTEM is seed SEED's run of GROUP, e.g.
   ``doct_seed2`` of ``doct``): each seed's systems are tested against that seed's baseline and
   their controls (the paired bootstrap above, per seed), and each GROUP gets its mean ± sample

@@ -187,3 +187,28 @@ def test_context_ablation_measures_every_model_on_every_test_set(tiny_pipeline):
     report = (tiny_pipeline / "results" / "report" / "report.md").read_text()
     assert "Context use: forced decoding with true, random and empty context" in report
 
+
+
+def test_context_twins_and_ablated_decodings_run_and_are_scored(tiny_pipeline):
+    """Issue 34 items 2-3 through the real DAG: DocT's and CAMN's twins trained with other
+    documents' context for their model's updates, each model decoded again with random and empty
+    context, and the scores and the report hold each model against them (not as verdict rows)."""
+    plan = _plan(tiny_pipeline)
+    scores = _manifest(tiny_pipeline, "score_test", "scores.json")
+    for model in ("doct", "camn"):
+        twin = _manifest(tiny_pipeline, "train_model", f"{model}_random_context", "manifest.json")
+        own = _manifest(tiny_pipeline, "train_model", model, "manifest.json")
+        assert twin["params"]["train"]["context"] == "random"
+        assert own["params"]["train"]["context"] == "true"
+        assert twin["counts"]["steps"] == own["counts"]["steps"]
+        for condition in ("random", "empty"):
+            dec = _manifest(tiny_pipeline, "decode_test", f"{model}_ctx_{condition}", "bible",
+                            "test.manifest.json")
+            assert dec["params"]["context"] == dec["counts"]["context"] == condition
+        row = scores["results"]["bible/test"]["models"][model]
+        assert set(row["against"]) == {"twin", "ctx_random", "ctx_empty"}
+    assert not any("random_context" in m or "_ctx_" in m for m in plan.controls)
+    md = (tiny_pipeline / "results" / "report" / "report.md").read_text()
+    assert "Context use in BLEU" in md
+    verdict = md[md.index("Verdict"):md.index("Context use in BLEU")]
+    assert "| doct_ctx_random |" not in verdict and "| doct_random_context |" not in verdict

@@ -398,3 +398,48 @@ def test_each_run_keeps_its_logs_and_benchmarks_apart():
     rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
     assert '"logs/' not in rules and "'logs/" not in rules
     assert set(re.findall(r"^rule (\w+):", rules, re.M)) - {"all"} <= set(JOB_FILES)
+
+
+def test_context_twins_and_ablations_exist_for_context_rule_models_only():
+    """Issue 34 items 2-3: score.context_twins trains DocT and CAMN again with other documents'
+    context (the same job otherwise; under a plateau rule exactly the model's updates, after
+    it); score.context_ablation decodes them again with random and empty context. Each is
+    scored against its model, not against the matched control, and replicated per seed."""
+    rule = {"patience": 4, "min_delta": 0.01, "stop_metric": "loss"}
+    on = {"score": {"context_twins": True, "context_ablation": True}}
+    plan = Plan(load_config(overrides={**on, "train": rule}))
+    assert plan.twins == {"doct": "doct_random_context", "camn": "camn_random_context"}
+    twin, doct = plan.jobs["doct_random_context"], plan.jobs["doct"]
+    assert twin.train["context"] == "random" and "context" not in doct.train
+    assert {k: v for k, v in twin.train.items() if k not in ("context", "patience")} == \
+        {k: v for k, v in doct.train.items() if k != "patience"}
+    assert (twin.model, twin.init_from, twin.data, twin.corpus) == \
+        (doct.model, doct.init_from, doct.data, doct.corpus)
+    assert (twin.budget_of, twin.train["patience"]) == ("doct", 0)
+    assert plan.ablations == {"doct_ctx_random": ("doct", "random"),
+                              "doct_ctx_empty": ("doct", "empty"),
+                              "camn_ctx_random": ("camn", "random"),
+                              "camn_ctx_empty": ("camn", "empty")}
+    assert plan.systems["doct_ctx_empty"] == ("doct", "document")
+    assert plan.systems["camn_random_context"] == ("camn_random_context", "document")
+    assert plan.control_of("doct_ctx_random") is None
+    assert plan.control_of("doct_random_context") is None
+    assert json.loads(plan.options("decode_test", model="doct_ctx_random"))["context"] == "random"
+    assert json.loads(plan.options("decode_test", model="doct"))["context"] == "true"
+    against = json.loads(plan.options("score_test"))["against"]
+    assert ["doct", "doct_random_context", "twin"] in against
+    assert ["camn", "camn_ctx_empty", "ctx_empty"] in against and len(against) == 6
+    # without a plateau rule a twin has its model's cap, not its manifest
+    capped = Plan(load_config(overrides=on))
+    assert capped.jobs["doct_random_context"].budget_of is None
+    # off by default: nothing added
+    default = Plan(load_config())
+    assert default.twins == {} and default.ablations == {}
+    assert not any("random_context" in j for j in default.jobs)
+    # seeds: each seed's model gets its own twin and ablations
+    seeded = Plan(load_config(overrides={**on, "seeds": [1, 2]}))
+    assert seeded.twins["doct_seed2"] == "doct_random_context_seed2"
+    assert seeded.jobs["doct_random_context_seed2"].init_from == "transformer_seed2"
+    assert seeded.replica("doct_seed2_ctx_empty") == ("doct_ctx_empty", 2)
+    assert ["doct_seed2", "doct_seed2_ctx_empty", "ctx_empty"] in \
+        json.loads(seeded.options("score_test"))["against"]

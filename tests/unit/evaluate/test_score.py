@@ -317,3 +317,34 @@ def test_the_interval_of_a_delta_resamples_documents_and_sentences(tmp_path):
     c = out["results"]["c/test"]["models"]["mixed"]["control"]
     doc, sent = c["bleu_delta_ci_documents"], c["bleu_delta_ci_sentences"]
     assert doc[1] - doc[0] > sent[1] - sent[0], c
+
+
+def test_each_context_model_is_tested_against_its_context_controls(tmp_path, capsys):
+    """``--against MODEL SYSTEM KIND`` (issue 34 items 2-3): the paired test of the matched
+    control, under ``against.<kind>``: "good" against a twin that translates worse (a gain,
+    significant, its document interval above 0) and against an ablated decoding with the same
+    output (Δ 0, p 1); the CLI reads the flag, a system without hypotheses is refused."""
+    make_corpus(tmp_path)
+    docs = tmp_path / "docs.parquet"
+    hyps = [(m, "c", "test", tmp_path / f"{f}.parquet")
+            for m, f in (("base", "poor"), ("good", "good"), ("good_random_context", "poor"),
+                         ("good_ctx_empty", "good"))]
+    against = [("good", "good_random_context", "twin"), ("good", "good_ctx_empty", "ctx_empty")]
+    out = score.score_all({"c": docs}, hyps, "base", score.ScoreConfig(), Manifest("t"),
+                          against=against)
+    row = out["results"]["c/test"]["models"]["good"]
+    assert out["against"] == [list(a) for a in against]
+    twin, empty = row["against"]["twin"], row["against"]["ctx_empty"]
+    assert twin["system"] == "good_random_context" and twin["bleu_significant"]
+    assert twin["bleu_delta"] > 0 and twin["bleu_delta_ci_documents"][0] > 0
+    assert (empty["bleu_delta"], empty["bleu_p"]) == (0, 1.0)
+    assert "against" not in out["results"]["c/test"]["models"]["base"]
+    with pytest.raises(ValueError, match="--against names systems without hypotheses"):
+        score.score_all({"c": docs}, hyps, "base", score.ScoreConfig(), Manifest("t"),
+                        against=[("good", "missing", "twin")])
+    flags = [a for m, c, s, p in hyps for a in ("--hyp", m, c, s, str(p))]
+    assert score.main(["--refs", "c", str(docs), *flags, "--baseline", "base",
+                       "--against", "good", "good_random_context", "twin",
+                       "--bootstrap-samples", "50", "--output", str(tmp_path / "s.json")]) == 0
+    cli = json.loads((tmp_path / "s.json").read_text())["results"]["c/test"]["models"]["good"]
+    assert cli["against"]["twin"]["bleu_delta"] == twin["bleu_delta"]

@@ -1,0 +1,72 @@
+"""Context controls (issue 34 items 2-3): which models read a per-sentence context rule (the
+plan's torch-free table against every registered model), what a random-context twin and an
+ablated decode read instead, and the refusals for models that read no such rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_lib.context_conditions import CONTEXT_RULE_MODELS
+from pipeline_lib.models import MODELS, ModelConfig, build_model
+from pipeline_lib.models.inputs import CTX_KEY, SpecialIds, with_context
+from pipeline_lib.training.train_config import TrainConfig
+
+SPECIAL = SpecialIds(sent_break=36, src_tag=37, tgt_tag=38)
+
+
+def _inputs(name: str):
+    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, enc_layers=1,
+                      dec_layers=1, max_len=64, name=name)
+    return build_model(cfg).inputs(SPECIAL)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_plans_table_names_exactly_the_models_with_a_context_rule(name):
+    assert (_inputs(name).context is not None) == (name in CONTEXT_RULE_MODELS)
+
+
+def _docs() -> list[list[dict]]:
+    """Three documents whose sentences use disjoint ids (document d: ids 10 d + ...)."""
+    return [[{"doc_id": f"d{d}", "sent_idx": i, "src_ids": [10 * d + i, 10 * d + i]}
+             for i in range(4)] for d in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("name", sorted(CONTEXT_RULE_MODELS))
+def test_a_twin_reads_only_other_documents_sentences_in_the_true_amount(name):
+    true, twin = _inputs(name), with_context(_inputs(name), "random", name)
+    docs, twin_docs = _docs(), _docs()
+    true.add_context(docs, seed=1)
+    twin.add_context(twin_docs, seed=1)
+    for d, (own, drawn) in enumerate(zip(docs, twin_docs), start=1):
+        for i, (a, b) in enumerate(zip(own, drawn)):
+            ctx_true = _ids(a[CTX_KEY]) - {SPECIAL.sent_break}
+            ctx_twin = _ids(b[CTX_KEY]) - {SPECIAL.sent_break}
+            assert ctx_true <= {10 * d + j for j in range(i)}      # the document's own
+            assert not ctx_twin & set(range(10 * d, 10 * d + 10)), (name, d, i)
+            assert bool(ctx_twin) == bool(i)   # a first sentence gets none, as in training
+
+
+def _ids(ctx) -> set[int]:
+    flat = ctx if not ctx or isinstance(ctx[0], int) else [t for s in ctx for t in s]
+    return set(flat) - {0, 1, 2, 3}     # pad, bos, eos, unk
+
+
+@pytest.mark.parametrize("name", sorted(CONTEXT_RULE_MODELS))
+def test_an_empty_context_is_what_a_first_sentence_gets(name):
+    empty = with_context(_inputs(name), "empty", name)
+    docs = _docs()
+    empty.add_context(docs, seed=1)
+    assert {repr(r[CTX_KEY]) for d in docs for r in d} == {repr(docs[0][0][CTX_KEY])}
+
+
+@pytest.mark.parametrize("name", sorted(set(MODELS) - CONTEXT_RULE_MODELS))
+def test_a_model_without_a_context_rule_has_no_twin_or_ablation(name):
+    assert with_context(_inputs(name), "true", name) == _inputs(name)
+    with pytest.raises(ValueError, match=f"model '{name}' reads no per-sentence context"):
+        with_context(_inputs(name), "random", name)
+
+
+def test_train_context_is_one_of_the_conditions():
+    assert TrainConfig(context="random").context == "random"
+    with pytest.raises(ValueError, match=r"train.context='other'"):
+        TrainConfig(context="other")
