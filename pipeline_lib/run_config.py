@@ -82,6 +82,38 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
     for job in chain_jobs(config["models"], config["model_settings"]):
         config["model_settings"].setdefault(job, {})
     validate(config, str(SCHEMA))
+    _check_model_names(config)
+
+
+def registered_models() -> set[str]:
+    """The names of the model registry, read from its modules' ``@register("<name>")`` lines
+    (pipeline_lib/models/registry.py: a model's module is named after it) without importing
+    torch, which planning must not (tests/unit/test_config_checks.py holds this to ``MODELS``)."""
+    import re
+
+    return {m for f in (ROOT / "pipeline_lib" / "models").glob("*.py")
+            for m in re.findall(r'^@register\("(\w+)"\)', f.read_text(), re.M)}
+
+
+def _check_model_names(config: Mapping) -> None:
+    """Every job's registry model exists, refused with the nearest names when planning instead
+    of a traceback from the first job's code hash (issue 36)."""
+    import difflib
+
+    from pipeline_lib.config_files import ConfigError
+    from pipeline_lib.plan.training import chain_jobs
+
+    known = registered_models()
+    for job in chain_jobs(config["models"], config["model_settings"]):
+        name = config["model_settings"][job]["name"] or job
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.5)
+            where = (f"model_settings.{job}.name" if config["model_settings"][job]["name"]
+                     else f"job {job!r} (a job without model_settings.{job}.name is the "
+                          "registry model of its name)")
+            raise ConfigError(f"{where}: no registered model {name!r}"
+                              + (f"; did you mean {' or '.join(map(repr, near))}?" if near else "")
+                              + f" Registered models: {', '.join(sorted(known))}")
 
 
 def _check_decode(config: Mapping) -> None:

@@ -251,7 +251,8 @@ class RandomSentences(ContextRule):
     (:func:`random_previous`; CAMN's "without inter-sentence attention"); with
     ``other_documents``, as many sentences as the true context holds, drawn from other
     documents only (a context ablation, Kim et al. 2019; Li et al. 2020: the context's form
-    and amount stay, its content no longer belongs to the document)."""
+    and amount stay, its content no longer belongs to the document). A reading unit of one
+    document has no other: its sentences are drawn as by default (:func:`within_document`)."""
 
     rule: PreviousSentences | PreviousSentenceSlots
     other_documents: bool = False
@@ -262,12 +263,15 @@ class RandomSentences(ContextRule):
     def contexts(self, docs: Sequence[Sequence[Mapping]], seed: int) -> list[list[Any]]:
         pool = [r["src_ids"] for d in docs for r in d]
         n = self.rule.k if isinstance(self.rule, PreviousSentences) else self.rule.n
+        # one document (a dev or test set of one talk, chapter...): no other to draw from, so
+        # its own sentences outside the true context, CAMN's condition (random_previous)
+        other = self.other_documents and len(docs) > 1
         out, start = [], 0
         for d in docs:
             ctxs = []
             for i, r in enumerate(d):
                 doc_id, idx = str(r["doc_id"]), int(r["sent_idx"])
-                if self.other_documents:
+                if other:
                     k = min(i, n)
                     drawn = _draw(pool, range(start, start + len(d)), k, seed, doc_id, idx)
                 else:
@@ -434,3 +438,11 @@ def with_context(inputs: ModelInputs, context: str, model: str) -> ModelInputs:
                          "rule (only the models of "
                          "pipeline_lib.context_conditions.CONTEXT_RULE_MODELS have one)")
     return inputs.ablated(context)
+
+
+def within_document(inputs: ModelInputs, docs: Sequence[Sequence[Mapping]]) -> bool:
+    """Whether ``inputs``' random context falls back to the document's own sentences outside
+    the true context on ``docs`` (one document: no other to draw from), so a manifest can say
+    which random context a decode or a twin's dev set read."""
+    rule = inputs.context
+    return isinstance(rule, RandomSentences) and rule.other_documents and len(docs) < 2

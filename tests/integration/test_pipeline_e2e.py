@@ -191,7 +191,8 @@ def test_context_ablation_measures_every_model_on_every_test_set(tiny_pipeline):
 
 def test_context_twins_and_ablated_decodings_run_and_are_scored(tiny_pipeline):
     """Issue 34 items 2-3 through the real DAG: DocT's and CAMN's twins trained with other
-    documents' context for their model's updates, each model decoded again with random and empty
+    documents' context for their model's updates (their dev set, one chapter, with its own
+    sentences outside the true context), each model decoded again with random and empty
     context, and the scores and the report hold each model against them (not as verdict rows)."""
     plan = _plan(tiny_pipeline)
     scores = _manifest(tiny_pipeline, "score_test", "scores.json")
@@ -201,10 +202,13 @@ def test_context_twins_and_ablated_decodings_run_and_are_scored(tiny_pipeline):
         assert twin["params"]["train"]["context"] == "random"
         assert own["params"]["train"]["context"] == "true"
         assert twin["counts"]["steps"] == own["counts"]["steps"]
-        for condition in ("random", "empty"):
-            dec = _manifest(tiny_pipeline, "decode_test", f"{model}_ctx_{condition}", "bible",
+        # extra/test: two documents; bible/test (Jude): one, so random sentences of its own
+        # outside the true context, and the manifest says so
+        for condition, corpus, read in (("random", "extra", "random"), ("empty", "extra", "empty"),
+                                        ("random", "bible", "random_within_document")):
+            dec = _manifest(tiny_pipeline, "decode_test", f"{model}_ctx_{condition}", corpus,
                             "test.manifest.json")
-            assert dec["params"]["context"] == dec["counts"]["context"] == condition
+            assert (dec["params"]["context"], dec["counts"]["context"]) == (condition, read)
         row = scores["results"]["bible/test"]["models"][model]
         assert set(row["against"]) == {"twin", "ctx_random", "ctx_empty"}
     assert not any("random_context" in m or "_ctx_" in m for m in plan.controls)

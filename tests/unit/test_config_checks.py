@@ -70,3 +70,18 @@ def test_each_preset_writes_under_its_own_results_dir(preset):
 
 def test_the_default_run_keeps_results():
     assert load_config()["results_dir"] == "results"
+
+
+def test_an_unknown_model_name_is_refused_with_the_nearest_registered_ones():
+    """Issue 36: a typo in a job or registry name stops the run when it is planned, with the
+    names it may have meant, not with a traceback from the first job's code hash."""
+    from pipeline_lib.models.registry import MODELS
+    from pipeline_lib.run_config import registered_models
+
+    assert registered_models() == set(MODELS)      # the torch-free reading of the registry
+    with pytest.raises(ValueError, match=r"job 'doctt' .*no registered model 'doctt'; did you "
+                                         r"mean 'doct'\? Registered models: cache, camn"):
+        load_config(config_args=["models=[transformer,doctt]"])
+    with pytest.raises(ValueError, match=r"model_settings.doct.name: no registered model 'camm'; "
+                                         r"did you mean 'camn'\?"):
+        load_config(overrides={"model_settings": {"doct": {"name": "camm"}}})

@@ -8,7 +8,8 @@ import pytest
 
 from pipeline_lib.context_conditions import CONTEXT_RULE_MODELS
 from pipeline_lib.models import MODELS, ModelConfig, build_model
-from pipeline_lib.models.inputs import CTX_KEY, SpecialIds, with_context
+from pipeline_lib.models.inputs import (CTX_KEY, RandomSentences, SpecialIds, with_context,
+                                        within_document)
 from pipeline_lib.training.train_config import TrainConfig
 
 SPECIAL = SpecialIds(sent_break=36, src_tag=37, tgt_tag=38)
@@ -70,3 +71,18 @@ def test_train_context_is_one_of_the_conditions():
     assert TrainConfig(context="random").context == "random"
     with pytest.raises(ValueError, match=r"train.context='other'"):
         TrainConfig(context="other")
+
+
+@pytest.mark.parametrize("name", sorted(CONTEXT_RULE_MODELS))
+def test_one_document_falls_back_to_its_own_sentences_outside_the_true_context(name):
+    """A dev or test set of one document has no other document: the twin's and the ablation's
+    random context is then CAMN's own condition, and ``within_document`` says so."""
+    twin = with_context(_inputs(name), "random", name)
+    one, camn = _docs()[:1], _docs()[:1]
+    assert within_document(twin, one) and not within_document(twin, _docs())
+    assert not within_document(_inputs(name), one)
+    twin.add_context(one, seed=1)
+    camn_rule = RandomSentences(twin.context.true_context())
+    for r, ctxs in zip(camn[0], camn_rule.contexts(camn, seed=1)[0]):
+        r[CTX_KEY] = ctxs
+    assert [r[CTX_KEY] for r in one[0]] == [r[CTX_KEY] for r in camn[0]]

@@ -107,7 +107,9 @@ def context_bleu_table(scores: dict) -> Table | None:
                    "documents. The twin is the same job trained with other documents' "
                    "sentences as context (the same updates), decoded with true context; the "
                    "ablations decode the model itself with as many sentences of other "
-                   "documents, or none. A gain over the twin says the document's own context "
+                   "documents, or none (a test set of one document: random sentences of "
+                   "that document outside the true context, as its decode manifest's "
+                   "counts.context says). A gain over the twin says the document's own context "
                    "helps beyond the context modules' capacity (Li et al. 2020); a loss under "
                    "ablation says the model relies on the context it reads. One seed: an "
                    "observation, not a verdict (the decision rule needs several).")

@@ -139,7 +139,11 @@ def budget_table(inputs: Inputs, starts: dict[str, int | None]) -> Table:
                "Starts at update", "Total updates", "Stopped", "LR", "Warm-up", "Max steps",
                "Stop rule"])
     evaluated = set(inputs.systems.values())
-    rows = [*inputs.systems.items(),   # then the jobs no system is (pre-training), as "—"
+    # a model decoded again with ablated context trained nothing of its own: its model's row
+    ablated = {o for _, o, kind in (inputs.scores or {}).get("against") or []
+               if kind.startswith("ctx_")}
+    rows = [*((s, j) for s, j in inputs.systems.items() if s not in ablated),
+            # then the jobs no system is (pre-training), as "—"
             *(("—", job) for job in inputs.train if job not in evaluated)]
     for system, job in rows:
         run = inputs.train.get(job)
