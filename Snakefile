@@ -12,6 +12,7 @@ from snakemake.logging import logger
 
 from pipeline_lib import failed_jobs
 from pipeline_lib.cancel_on_sigterm import cancel_on_sigterm
+from pipeline_lib.slurm_ended_jobs import fail_ended_jobs
 from pipeline_lib.config_files import ConfigError, check_files, command_line_config
 from pipeline_lib.plan import Plan
 from pipeline_lib.run_config import prepare_config
@@ -57,8 +58,10 @@ include: "workflow/rules/report.smk"
 onstart:
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         # the plugin's name for every job of this run (its executor's run_uuid), if it has one
-        cancel_on_sigterm(logger.warning, getattr(getattr(workflow.scheduler, "_executor", None),
-                                                  "run_uuid", None))
+        executor = getattr(workflow.scheduler, "_executor", None)
+        cancel_on_sigterm(logger.warning, getattr(executor, "run_uuid", None))
+        # PREEMPTED / NODE_FAIL jobs SLURM will not requeue fail at the next status poll
+        fail_ended_jobs(executor, logger.warning)
         resources = workflow.resource_settings
         for warning in partition_warnings(resources.default_resources,
                                           resources.overwrite_resources):
