@@ -67,11 +67,16 @@ def test_default_systems_tests_and_targets(default):
 
 def test_job_without_settings_gets_the_schema_defaults():
     plan = Plan(load_config(overrides={"models": ["transformer", "camn"],
-                                       "model_settings": {"camn": {"init_from": "base"}}}))
+                                       "model_settings": {"camn": {"init_from": "base"},
+                                                          "base": {"name": "transformer"}}}))
     assert list(plan.jobs)[:3] == ["transformer", "camn", "base"]
     base = plan.jobs["base"]
-    assert base.model["name"] == "base" and base.data == "sent" and base.aux is None
+    assert base.model["name"] == "transformer" and base.data == "sent" and base.aux is None
     assert base.train["freeze"] == [] and base.model["extras"] == {}
+    # a job named after no registered model, without a name of one, is refused
+    with pytest.raises(ValueError, match="job 'base' .*no registered model 'base'"):
+        load_config(overrides={"models": ["transformer", "camn"],
+                               "model_settings": {"camn": {"init_from": "base"}}})
 
 
 def test_test_set_arguments_are_shell_quoted(tmp_path):
