@@ -71,6 +71,7 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
         _own_results_dir(config, files, overrides)
     _command_line_train(config, cli or {})
     _drop_other_readers_keys(config, overrides.get("corpora") or {})
+    _normalise_languages(config)
     check_config(config)
     validate(config, str(SCHEMA))
     _train_corpus(config)
@@ -114,6 +115,22 @@ def _check_model_names(config: Mapping) -> None:
             raise ConfigError(f"{where}: no registered model {name!r}"
                               + (f"; did you mean {' or '.join(map(repr, near))}?" if near else "")
                               + f" Registered models: {', '.join(sorted(known))}")
+
+
+def _normalise_languages(config: dict) -> None:
+    """``src_lang``/``tgt_lang`` in their two-letter form where one exists (``eng`` -> ``en``,
+    pipeline_lib/language_codes.py), said on the console: before, ``tgt_lang: eng`` passed
+    the schema, ``en`` and ``eng`` were two languages and ingest skipped language ID (issue 36)."""
+    import sys
+
+    from pipeline_lib.language_codes import normalised
+
+    for key in ("src_lang", "tgt_lang"):
+        code = config.get(key)
+        if isinstance(code, str) and normalised(code.lower()) != code:
+            config[key] = normalised(code.lower())
+            print(f"{key}: {code!r} read as {config[key]!r} (its ISO 639-1 code, which the "
+                  "language models and identifiers here use)", file=sys.stderr)
 
 
 def _check_decode(config: Mapping) -> None:

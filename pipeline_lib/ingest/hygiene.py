@@ -282,6 +282,9 @@ class Hygiene:
                 self.lid = None
         elif cfg.langid:
             self.lid_note = "skipped: no src_lang/tgt_lang given"
+        if self.lid is None and cfg.langid:    # said where a person sees it, not only the manifest
+            log.warning("%s: language identification %s: a swapped or foreign-language split "
+                        "goes unflagged", corpus, self.lid_note)
         # what dev and test hold: split -> (source, reference) keys -> their rows, sources,
         # documents (their sources in order), rows
         self.pairs: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))

@@ -85,3 +85,17 @@ def test_an_unknown_model_name_is_refused_with_the_nearest_registered_ones():
     with pytest.raises(ValueError, match=r"model_settings.doct.name: no registered model 'camm'; "
                                          r"did you mean 'camn'\?"):
         load_config(overrides={"model_settings": {"doct": {"name": "camm"}}})
+
+
+def test_three_letter_codes_are_read_as_their_two_letter_form(capsys):
+    """Issue 36: ISO 639-2/3 codes of languages with an ISO 639-1 code are normalised, said on
+    the console, so that `en` and `eng` are one language and language ID knows the code."""
+    from pipeline_lib.language_codes import THREE_TO_TWO, normalised
+
+    config = load_config(overrides={"tgt_lang": "eng", "src_lang": "spa"})
+    assert (config["src_lang"], config["tgt_lang"]) == ("es", "en")
+    assert "tgt_lang: 'eng' read as 'en'" in capsys.readouterr().err
+    assert normalised("ger") == normalised("deu") == "de" and normalised("yue") == "yue"
+    assert len(set(THREE_TO_TWO.values())) == 184          # every ISO 639-1 language
+    with pytest.raises(ValueError, match="src_lang and tgt_lang are both 'en'"):
+        load_config(overrides={"src_lang": "en", "tgt_lang": "eng"})

@@ -140,7 +140,7 @@ def test_length_ratio_counts_bytes_for_chinese(tmp_path):
     assert record["hygiene"]["removed"] == {"length_ratio": {"train": 1}}
 
 
-def test_language_check_removes_swapped_sides_and_leaves_short_lines(tmp_path):
+def test_language_check_removes_swapped_sides_and_leaves_short_lines(tmp_path, caplog):
     es = "El año pasado mostré estas dos diapositivas para demostrar que el hielo se reduce."
     en = "Last year I showed these two slides to demonstrate that the ice is shrinking."
     es2 = "Quiero empezar con una pregunta que nos hacemos todos los días en la escuela."
@@ -153,6 +153,8 @@ def test_language_check_removes_swapped_sides_and_leaves_short_lines(tmp_path):
     assert lid["library"].startswith("py3langid ") and lid["checked"] == 3 and lid["too_short"] == 2
     record, kept, _ = run(tmp_path, corpus(tmp_path, rows), HygieneConfig(), ("es", "xx"))
     assert len(kept) == 3 and "not among the model's languages" in record["hygiene"]["langid"]["note"]
+    # said on the console too, not only in the manifest (issue 36)
+    assert "language identification skipped: ['xx'] not among" in caplog.text
 
 
 def test_repeats_across_many_buckets_find_exactly_the_later_occurrences(tmp_path, monkeypatch):
