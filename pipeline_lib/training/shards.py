@@ -38,6 +38,20 @@ class WorkUnit:
     rows: int = 0        # rows in the unit (from the Parquet metadata; what chunks are cut by)
 
 
+class DamagedShard(ValueError):
+    """A shard that cannot be read (truncated, a copy cut short, not Parquet): named in one
+    line by the trainer, which exits 2 (issue 36), instead of a pyarrow stack."""
+
+
+def _read(path: str | Path, what: str, read):
+    """``read()``, with pyarrow's errors for a damaged file (several types) as DamagedShard."""
+    try:
+        return read()
+    except Exception as e:  # noqa: BLE001 - pyarrow raises OSError, ArrowInvalid, ...
+        raise DamagedShard(f"{path}: damaged shard, cannot read {what}: {e} (rebuild it: "
+                           "snakemake --forcerun make_shards)") from e
+
+
 def shard_files(directory: str | Path) -> list[Path]:
     files = sorted(Path(directory).glob(SHARD_GLOB))
     if not files:
@@ -51,10 +65,7 @@ def work_units(files: list[Path], num_streams: int, whole_files: bool = False) -
     left without data."""
     groups = []
     for f in files:
-        try:
-            meta = pq.ParquetFile(f).metadata
-        except Exception as e:  # pyarrow raises several types for a damaged file
-            raise ValueError(f"{f}: cannot read Parquet metadata: {e}") from e
+        meta = _read(f, "its Parquet metadata", lambda: pq.ParquetFile(f).metadata)
         groups.extend([(str(f), -1, meta.num_rows)] if whole_files else
                       [(str(f), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)])
     nparts = max(1, -(-num_streams // max(1, len(groups))))
@@ -98,7 +109,8 @@ def read_columns(units: Sequence[WorkUnit], with_heads: bool, inputs: ModelInput
             cols = _columns(pf, with_heads)
         except ValueError as e:
             raise ValueError(f"{unit.path}: {e}") from None
-        t = pf.read_row_group(unit.row_group, columns=cols)
+        t = _read(unit.path, f"row group {unit.row_group}",
+                  lambda: pf.read_row_group(unit.row_group, columns=cols))
         tables.append(t.take(np.arange(unit.part, t.num_rows, unit.nparts)) if unit.nparts > 1 else t)
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
     sides, valid = {}, {}
@@ -146,7 +158,7 @@ def read_documents(unit: WorkUnit, with_heads: bool) -> list[list[dict]]:
     except ValueError as e:
         raise ValueError(f"{unit.path}: {e}") from None
     docs: list[list[dict]] = []
-    for row in pf.read(columns=cols).to_pylist():
+    for row in _read(unit.path, "its rows", lambda: pf.read(columns=cols)).to_pylist():
         if docs and docs[-1][0]["doc_id"] == row["doc_id"]:
             docs[-1].append(row)
         else:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -62,6 +63,7 @@ from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for, with_context
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import STOP_SIGNALS
+from pipeline_lib.training.shards import DamagedShard
 from pipeline_lib.training.distributed import (all_reduce, all_reduce_float, barrier,
                                                init_distributed)
 from pipeline_lib.training.validation import dev_bleu, dev_loss
@@ -326,8 +328,14 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
           spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None,
           attempt: int = 1, requeue: RequeuePolicy | None = None) -> int:
     """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
-    return Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards,
-                   attempt, requeue).run()
+    trainer = Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards,
+                      attempt, requeue)
+    try:
+        return trainer.run()
+    finally:
+        # also on an error: loader workers ignore SIGTERM, and a live loader at exit kept the
+        # interpreter waiting for them for ever (a damaged shard hung the job instead of failing)
+        trainer.streams.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,8 +369,15 @@ def main(argv: list[str] | None = None) -> int:
         tcfg = matched_budget(tcfg, a.budget_of, a.budget_share)
     requeue = (RequeuePolicy(a.signal_warning_s, a.max_requeues)
                if a.max_requeues is not None else None)
-    return train(cfg["model"], tcfg, a.shards, a.dev_shards, a.spm, a.out_dir, a.aux_shards,
-                 a.attempt, requeue)
+    try:
+        return train(cfg["model"], tcfg, a.shards, a.dev_shards, a.spm, a.out_dir, a.aux_shards,
+                     a.attempt, requeue)
+    except (DamagedShard, ckpt.DamagedCheckpoint) as e:
+        # one line naming the file; a DataLoader worker's error carries the worker's traceback
+        # in its text, whose last line is "<module>.DamagedShard: <the message>"
+        line = re.sub(r"^[\w.]*Damaged\w*: ", "", str(e).strip().splitlines()[-1])
+        print(f"\ntrain: error: {line}", file=sys.stderr)    # after the progress bar's line
+        return 2
 
 
 if __name__ == "__main__":

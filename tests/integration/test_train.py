@@ -656,3 +656,23 @@ def test_sigterm_to_the_whole_process_group_saves_with_loader_workers(corpus, tm
     assert p.returncode == EXIT_REQUEUE, err[-3000:]
     assert "is killed by signal" not in err
     assert 20 <= ckpt.load_trainer_state(run / "checkpoints" / "last")["step"] < 400
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not parquet"])
+def test_a_damaged_training_shard_is_named_in_one_line_and_exits_2(corpus, tmp_path, damage):
+    """Issue 36, item 1: a training shard cut short (a copy that stopped, a full disk) or
+    overwritten with other bytes crashed the trainer with a pyarrow stack; now one line names
+    the file and says how to rebuild it, exit 2."""
+    shards, dev, spm_model = corpus
+    broken = tmp_path / "shards"
+    shutil.copytree(shards, broken)
+    shard = sorted(broken.glob("shard-*.parquet"))[0]
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"PAR1" + data[4:40])
+    done = subprocess.run([sys.executable, *_cli((broken, dev, spm_model), tmp_path / "run",
+                                                 {"max_steps": 2, "device": "cpu"})],
+                          capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("train: error:")]
+    assert f"{shard}: damaged shard, cannot read" in line and "--forcerun make_shards" in line
