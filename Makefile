@@ -32,7 +32,7 @@ corpus: install
 reproduce: corpus
 	$(VENV)/bin/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
 
-# Profiles (README "Profiles"): every job trained to its dev plateau (results/converged/), and the
+# Profiles (docs/profiles.md): every job trained to its dev plateau (results/converged/), and the
 # same on one GPU machine with CUDA, bf16 and GPU sizes (results/gpu/). The GPU profile installs
 # into its own venv: pip's torch wheel, the CUDA build on Linux x86-64, next to .venv's CPU one.
 PROFILE_CONFIGS := --configfile config/config.yaml config/converged.yaml

@@ -91,7 +91,7 @@ def fail_ended_jobs(executor: Any, warn: Callable[[str], None]) -> None:
     name = getattr(executor, "run_uuid", None)
     if poll is None or not name:
         warn("Warning: this executor has no check_active_jobs/run_uuid: jobs that SLURM ends "
-             "PREEMPTED or NODE_FAIL without a requeue are polled for ever (README: Running on "
+             "PREEMPTED or NODE_FAIL without a requeue are polled for ever (docs/cluster.md: Running on "
              "SLURM)")
         return
 

@@ -1,5 +1,5 @@
 """Why ingestion quarantined a record or repaired one (the quarantine ``reason`` column and the
-manifest's ``rejected``/``repaired`` keys; README "Bad input" lists them)."""
+manifest's ``rejected``/``repaired`` keys; docs/inputs.md "Bad input" lists them)."""
 
 from __future__ import annotations
 

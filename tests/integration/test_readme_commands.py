@@ -1,7 +1,7 @@
-"""Every command README shows runs as written (issue 27 item 5): a README example that fails is
-a CI failure, not a user's first surprise.
+"""Every command README and the docs pages show runs as written (issue 27 item 5): a documented
+example that fails is a CI failure, not a user's first surprise.
 
-The commands are read from README itself: every line of a ```bash block (``\\`` continuations
+The commands are read from README and the pages it maps (``DOCS``): every line of a ```bash block (``\\`` continuations
 joined, comments dropped) and every inline code span that starts like a command
 (``snakemake``, ``make``, ``python``, ``.venv/bin/python``, ``bash``, ``pip``, SLURM's
 clients) and has an argument. They run in README order in a copy of the finished tiny run
@@ -44,6 +44,17 @@ from preset_fixtures import fixture_overrides, stage
 pytestmark = pytest.mark.slow
 
 README = ROOT / "README.md"
+#: README and the pages it maps, in the order the text had them before the pages were split out
+#: (commands run in this order: a later one may read what an earlier one wrote)
+DOCS = [README, *(ROOT / "docs" / f"{page}.md" for page in (
+    "profiles", "pipeline", "inputs", "preprocessing", "models", "training", "evaluation",
+    "cluster", "development", "limitations")), ROOT / "config" / "README.md"]
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(file:line, command) of every command README and the docs pages show, in DOCS order."""
+    return [(f"{path.relative_to(ROOT)}:{line}", cmd) for path in DOCS
+            for line, cmd in readme_commands(path.read_text())]
 #: how a command starts (a code span starting otherwise is a name, a path or a value)
 COMMAND = re.compile(r"^(snakemake|make|python3?|\.venv/bin/python|bash|printf|pip|sbatch|squeue|"
                      r"scontrol)\s+\S")
@@ -159,7 +170,8 @@ def _how(cmd: str, work: Path) -> list[str] | str:
 
 
 def test_readme_commands_are_found_and_every_exemption_is_used():
-    cmds = [c for _, c in readme_commands(README.read_text())]
+    assert sorted(ROOT.glob("docs/*.md")) == sorted(DOCS[1:-1])   # a new page is listed here
+    cmds = [c for _, c in documented_commands()]
     # the two opening commands, a Snakemake example, a translation example and a bench command
     assert cmds[:2] == ["make reproduce", "make test"]
     assert any(c.startswith("snakemake --cores all --until") for c in cmds)
@@ -178,7 +190,7 @@ def test_every_readme_command_runs_as_written(tiny_pipeline, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     failed, ran, seen = [], 0, set()
-    for line, cmd in readme_commands(README.read_text()):
+    for where, cmd in documented_commands():
         if cmd in seen:      # `make test` and `snakemake -n` are shown several times
             continue
         seen.add(cmd)
@@ -189,7 +201,7 @@ def test_every_readme_command_runs_as_written(tiny_pipeline, tmp_path):
                               text=True, timeout=TIMEOUT)
         ran += 1
         if proc.returncode != 0 or "Traceback (most recent call last)" in proc.stderr:
-            failed.append(f"README.md:{line}: {cmd}\n  ran: {how}\n  rc {proc.returncode}\n"
+            failed.append(f"{where}: {cmd}\n  ran: {how}\n  rc {proc.returncode}\n"
                           f"{proc.stdout[-1500:]}{proc.stderr[-2500:]}")
     assert ran >= 30, ran
     assert not failed, "\n\n".join(failed)

@@ -1,4 +1,4 @@
-"""README's Layout section against the tree: every module of pipeline_lib's top level is named
+"""The Layout section (docs/development.md) against the tree: every module of pipeline_lib's top level is named
 there, and the packages whose line lists modules list exactly the modules they hold (a renamed
 or added module fails this test until the README says so)."""
 
@@ -14,7 +14,7 @@ LISTED = ("parse", "preprocess", "training", "evaluate")
 
 
 def _layout() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "development.md").read_text()
     section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     return section.split("```\n", 2)[1]
 

@@ -53,7 +53,7 @@ rule train_model:
     # GPUs per node (its `gpu` would be --gpus, a total that the nodes share); "" = no GPU.
     # `attempt` (1, 2, ...) heads each attempt's output in the log and goes into the training
     # manifest's attempts. `require_requeue` (1): under SLURM the launcher refuses to start a job
-    # that a pre-emption would end for good (profiles/slurm may set 0; README "Running on SLURM").
+    # that a pre-emption would end for good (profiles/slurm may set 0; docs/cluster.md).
     # Resources, not params: neither may rerun a finished job.
     resources:
         **plan.train_resources(),
