@@ -62,6 +62,7 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
     ``--configfile`` files (:func:`_own_corpora`, :func:`_own_results_dir`)."""
     from snakemake.utils import validate
 
+    _no_preset_files(files)
     if config.get("preset"):
         from pipeline_lib.presets import apply_preset
 
@@ -115,6 +116,22 @@ def _check_model_names(config: Mapping) -> None:
             raise ConfigError(f"{where}: no registered model {name!r}"
                               + (f"; did you mean {' or '.join(map(repr, near))}?" if near else "")
                               + f" Registered models: {', '.join(sorted(known))}")
+
+
+def _no_preset_files(files: Sequence[str | Path]) -> None:
+    """A preset file given with ``--configfile`` is refused with the command that applies it.
+    WHY: Snakemake deep-merges it over config/config.yaml, so the Bible and the default models
+    stayed beside the paper's setup and the results went to ``results/<preset>`` with no
+    warning (issue 35); ``--config preset=<name>`` replaces the corpora, models and sizes."""
+    from pipeline_lib.config_files import ConfigError
+
+    for f in files:
+        path = Path(f).resolve()
+        if path.parent == PRESET_DIR.resolve() and path.suffix == ".yaml":
+            raise ConfigError(
+                f"{f}: a preset is not a config file to merge (its corpora and models would be "
+                "added to config/config.yaml's Bible and default models); run it with "
+                f"--config preset={path.stem}")
 
 
 def _normalise_languages(config: dict) -> None:

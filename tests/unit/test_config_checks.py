@@ -99,3 +99,13 @@ def test_three_letter_codes_are_read_as_their_two_letter_form(capsys):
     assert len(set(THREE_TO_TWO.values())) == 184          # every ISO 639-1 language
     with pytest.raises(ValueError, match="src_lang and tgt_lang are both 'en'"):
         load_config(overrides={"src_lang": "en", "tgt_lang": "eng"})
+
+
+def test_a_preset_file_given_as_a_configfile_is_refused_with_the_command_that_applies_it():
+    """Issue 35 item 2: `--configfile config/presets/<p>.yaml` merged the paper's setup over the
+    Bible and the default models, silently; it is refused, naming `--config preset=<p>`."""
+    with pytest.raises(ValueError, match=r"tu2018_zh-en_ted.yaml: a preset is not a config file "
+                                         r"to merge .*--config preset=tu2018_zh-en_ted"):
+        load_config(ROOT / "config" / "config.yaml",
+                    ROOT / "config" / "presets" / "tu2018_zh-en_ted.yaml")
+    assert load_config(overrides={"preset": "tu2018_zh-en_ted"})["preset"] == "tu2018_zh-en_ted"
