@@ -66,7 +66,12 @@ def prepare_config(config: dict, overrides: Mapping, cli: Mapping | None = None,
     if config.get("preset"):
         from pipeline_lib.presets import apply_preset
 
+        profiles = [Path(f) for f in files if _is_profile(f)]
+        if profiles:
+            overrides = _profile_under_preset(overrides, profiles, files, cli or {})
         apply_preset(config, PRESET_DIR, overrides)
+        if profiles and "results_dir" not in overrides:
+            config["results_dir"] = "_".join([config["results_dir"], *(p.stem for p in profiles)])
     else:
         _own_corpora(config, files, cli or {})
         _own_results_dir(config, files, overrides)
@@ -116,6 +121,72 @@ def _check_model_names(config: Mapping) -> None:
             raise ConfigError(f"{where}: no registered model {name!r}"
                               + (f"; did you mean {' or '.join(map(repr, near))}?" if near else "")
                               + f" Registered models: {', '.join(sorted(known))}")
+
+
+#: what a profile (config/converged.yaml, config/gpu.yaml) may set under a preset: the machine's
+#: device and resources, nothing of the paper's recipe (issue 35 item 2)
+PROFILE_UNDER_PRESET = ("cluster", "resources_dir", "train.device", "train.num_workers",
+                        "train.compile", "train.pad_multiple", "train.phase_times",
+                        "decode.batch_size", "decode.static")
+
+
+def _is_profile(f: str | Path) -> bool:
+    """A profile of the checkout (config/<name>.yaml other than config.yaml)."""
+    path = Path(f).resolve()
+    return path.parent == DEFAULT_CONFIG.parent.resolve() and path.name != DEFAULT_CONFIG.name
+
+
+def _leaves(d: Mapping, prefix: str = "") -> set[str]:
+    """Dotted paths of the non-mapping values of ``d``."""
+    out: set[str] = set()
+    for k, v in d.items():
+        out |= _leaves(v, f"{prefix}{k}.") if isinstance(v, Mapping) and v else {f"{prefix}{k}"}
+    return out
+
+
+def _profile_under_preset(overrides: Mapping, profiles: list[Path],
+                          files: Sequence[str | Path], cli: Mapping) -> dict:
+    """The command line's values without what only a profile set beyond its device and resource
+    settings, listed on the console. WHY: a profile given with a preset
+    (``make reproduce-converged SNAKEMAKE_ARGS="--config preset=<p>"``) is command-line config,
+    which wins over the preset, so the converged profile's warm-up, learning rate, models and
+    plateau rule replaced the paper's; a value the user's own file or ``--config`` repeats
+    still wins."""
+    import sys
+
+    from pipeline_lib.config_files import load_yaml
+
+    own: set[str] = _leaves(cli)
+    for f in files:
+        if not _is_profile(f):
+            own |= _leaves(load_yaml(f) or {})
+    dropped: list[str] = []
+    out = copy.deepcopy(dict(overrides))
+    for profile in profiles:
+        for path in sorted(_leaves(load_yaml(profile) or {})):
+            kept = any(path == a or path.startswith(a + ".") for a in PROFILE_UNDER_PRESET)
+            if kept or path in own:
+                continue
+            node, *keys = [out], *path.split(".")
+            for k in keys[:-1]:
+                node.append(node[-1].get(k) if isinstance(node[-1], dict) else None)
+            if isinstance(node[-1], dict) and node[-1].pop(keys[-1], None) is not None:
+                dropped.append(path)
+    _prune(out)
+    if dropped:
+        print(f"preset {overrides.get('preset') or cli.get('preset')}: "
+              f"{', '.join(p.name for p in profiles)}: device and resource settings only; the "
+              f"preset's values stay for {', '.join(dropped)}", file=sys.stderr)
+    return out
+
+
+def _prune(d: dict) -> None:
+    """Remove the mappings left empty (in place)."""
+    for k in list(d):
+        if isinstance(d[k], dict):
+            _prune(d[k])
+            if not d[k]:
+                del d[k]
 
 
 def _no_preset_files(files: Sequence[str | Path]) -> None:

@@ -109,3 +109,34 @@ def test_a_preset_file_given_as_a_configfile_is_refused_with_the_command_that_ap
         load_config(ROOT / "config" / "config.yaml",
                     ROOT / "config" / "presets" / "tu2018_zh-en_ted.yaml")
     assert load_config(overrides={"preset": "tu2018_zh-en_ted"})["preset"] == "tu2018_zh-en_ted"
+
+
+DEVICE_KEYS = ("device", "num_workers", "compile", "pad_multiple", "phase_times")
+
+
+@pytest.mark.parametrize("profiles", [("converged",), ("converged", "gpu")])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_profile_under_a_preset_sets_only_the_device_and_resources(preset, profiles, capsys):
+    """Issue 35 item 2: `make reproduce-converged SNAKEMAKE_ARGS="--config preset=<p>"` let the
+    profile's values win over the paper's (the cache got warm-up 50 and lr 1e-3, the Bible and
+    the default models came back, the output went to results/converged). Every job now trains
+    what the preset alone trains, but for the device and resource keys; the rest is listed."""
+    files = [ROOT / "config" / f"{p}.yaml" for p in profiles]
+    alone = Plan(load_config(overrides={"preset": preset}))
+    both = Plan(load_config(ROOT / "config" / "config.yaml", *files, overrides={"preset": preset}))
+    assert list(both.jobs) == list(alone.jobs) and both.corpora == alone.corpora
+
+    def recipe(plan, job):     # the results folder differs by name (initial checkpoints' paths)
+        train = {k: v for k, v in job.train.items() if k not in DEVICE_KEYS}
+        if train["init_from"]:
+            train["init_from"] = train["init_from"].replace(plan.config["results_dir"], "<run>")
+        return {**job.__dict__, "train": train}
+
+    assert [recipe(both, j) for j in both.jobs.values()] == \
+        [recipe(alone, j) for j in alone.jobs.values()]
+    assert both.config["results_dir"] == "_".join([alone.config["results_dir"], *profiles])
+    assert "device and resource settings only; the preset's values stay for" in \
+        capsys.readouterr().err
+    if "gpu" in profiles:
+        assert both.config["train"]["device"] == "cuda"
+        assert both.config["cluster"]["gpus_per_node"] == 1
