@@ -73,17 +73,38 @@ def refuse_separator(line: Line, path: str, separator: str | None) -> None:
                                         f"al. 2019), but {how}: set doc_separator: {text!r}")
 
 
+#: blank lines in a file whose configured separator never occurs that make it an error: the
+#: file separates its documents by blank lines (fewer may be stray lines of one document)
+BLANK_SEPARATED = 2
+
+
 def documents(path: str, separator: str) -> Iterator[list[Line]]:
-    """Lines of a file cut at separator lines (separators dropped, empty documents skipped)."""
+    """Lines of a file cut at separator lines (separators dropped, empty documents skipped).
+    A separator other than the blank line that occurs nowhere in a file with blank lines
+    (``BLANK_SEPARATED`` or more) is an ``InputError`` at the file's end (nothing is written):
+    read so, its documents would merge into one and the blank lines be quarantined as empty
+    segments, and a context model would train across document boundaries (issue 36)."""
     doc: list[Line] = []
+    seen, blanks, text = False, [], 0
     for line in read_lines(path):
         refuse_separator(line, path, separator)
         if bare(line) == separator:
+            seen = True
             if doc:
                 yield doc
             doc = []
         else:
+            if bare(line):
+                text += 1
+            else:
+                blanks.append(line.no)
             doc.append(line)
+    # (a file of blank lines alone separates nothing: its empty segments are quarantined)
+    if separator and not seen and len(blanks) >= BLANK_SEPARATED and text:
+        raise InputError(path, blanks[0], f"doc_separator is {separator!r}, which occurs on no "
+                                          f"line, but the file has {len(blanks)} blank lines: "
+                                          "its documents are separated by blank lines; set "
+                                          "doc_separator: \"\" (a blank line)")
     if doc:
         yield doc
 

@@ -186,6 +186,25 @@ def test_4_maruf_separators_read_as_text_are_an_error_with_a_hint(tmp_path):
     assert [s.src for s in kept] == ["Uno.", "Dos.", "Tres."]
 
 
+def test_4_a_separator_that_never_occurs_in_blank_separated_files_is_an_error(tmp_path):
+    """Issue 36: `doc_separator: "<d>"` on files whose documents are separated by blank lines
+    exited 0 with four documents merged into one and the blank lines quarantined; now the
+    first blank line is named with the separator to set. One stray blank line is no separator."""
+    src = write(tmp_path / "b.es", "Uno.\nDos.\n\nTres.\n\nCuatro.\n")
+    tgt = write(tmp_path / "b.en", "One.\nTwo.\n\nThree.\n\nFour.\n")
+    split = {"src": src, "tgt": tgt, "doc_separator": "<d>"}
+    with pytest.raises(InputError, match=r"b\.es:3: doc_separator is '<d>', which occurs on no "
+                                         r"line, but the file has 2 blank lines: .*set "
+                                         r'doc_separator: "" \(a blank line\)'):
+        run({"reader": "plaintext", "splits": {"train": split}})
+    kept, _ = run({"reader": "plaintext", "splits": {"train": {"src": src, "tgt": tgt}}})
+    assert len({s.doc_id for s in kept}) == 3
+    stray = {"src": write(tmp_path / "s.es", "Uno.\n\nDos.\n"),
+             "tgt": write(tmp_path / "s.en", "One.\n\nTwo.\n"), "doc_separator": "<d>"}
+    kept, _ = run({"reader": "plaintext", "splits": {"train": stray}})
+    assert [s.src for s in kept] == ["Uno.", "Dos."]
+
+
 # --- 5. invisible and C1 control characters ------------------------------------------------
 
 def test_5_invisible_only_line_is_empty_and_bidi_and_c1_controls_are_caught(tmp_path, caplog):
