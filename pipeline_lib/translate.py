@@ -113,6 +113,16 @@ def layout_from_lines(lines: list[str], separator: str = "",
                              f"the Maruf et al. (2019) releases; pass --doc-separator "
                              f"'{MARUF_SEPARATOR}' (translated as a sentence, it would merge "
                              "the documents), as ingest refuses it")
+    from pipeline_lib.ingest.plaintext import BLANK_SEPARATED
+
+    blanks = [n for n, t in enumerate(lines, 1) if not t.strip(" \t")]
+    if (separator and len(blanks) >= BLANK_SEPARATED and len(blanks) < len(lines)
+            and not any(t.strip() == separator for t in lines)):
+        # ingest's rule (pipeline_lib/ingest/plaintext.py: documents)
+        raise TranslateError(f"{name}:{blanks[0]}: --doc-separator is {separator!r}, which "
+                             f"occurs on no line, but the input has {len(blanks)} blank lines: "
+                             "its documents are separated by blank lines; pass "
+                             "--doc-separator '' (a blank line)")
     layout, doc, idx = Layout([], []), 0, 0
     for no, text in enumerate(lines, 1):
         if text.strip() == separator:

@@ -49,3 +49,12 @@ def test_maruf_document_lines_need_the_separator():
         layout_from_lines(["Uno.", "<d>", "Dos."], name="mine.es")
     layout = layout_from_lines(["Uno.", "<d>", "Dos."], "<d>", name="mine.es")
     assert [r["doc_id"] for r in layout.rows] == ["d0", "d1"]
+
+
+def test_a_separator_that_never_occurs_in_blank_separated_input_is_refused_as_ingest_does():
+    lines = ["Uno.", "Dos.", "", "Tres.", "", "Cuatro."]
+    with pytest.raises(TranslateError, match=r"mine.es:3: --doc-separator is '<d>', which occurs "
+                                             r"on no line, but the input has 2 blank lines"):
+        layout_from_lines(lines, "<d>", name="mine.es")
+    layout = layout_from_lines(lines, "", name="mine.es")
+    assert [r["doc_id"] for r in layout.rows] == ["d0", "d0", "d1", "d2"]
