@@ -205,7 +205,14 @@ class ShardStream(IterableDataset):
             return [(cols, idx) for idx in batches]
         docs = [d for u in chunk for d in _document_rows(read_documents(u, cfg.with_heads), cfg)]
         if mode is DataMode.STREAM:
-            rng.shuffle(docs)
+            # one document order per chunk for every epoch (keyed by the shard's name, not its
+            # path: a moved run draws the same), so the lanes and the batch shapes repeat (on
+            # CUDA a new shape costs first-sight work, issue 33 item 6); the epoch still
+            # reorders the chunks. A stream's batches keep their order: a lane carries a
+            # document's history from batch to batch.
+            u = chunk[0]
+            random.Random(f"{cfg.seed}:{self.rank}:{Path(u.path).name}:{u.row_group}:{u.part}"
+                          ).shuffle(docs)
             return stream_batches(docs, cfg.max_tokens)
         if mode is DataMode.DOCUMENT:
             batches = pack_documents(subdocuments(docs, cfg.inputs.max_sentences), cfg.max_tokens)

@@ -602,3 +602,35 @@ def test_columnar_sentence_batches_are_the_row_by_row_ones(corpus, doc_corpus):
             for f in ("src", "tgt_in", "tgt_out", "src_heads", "tgt_heads"):
                 x, y = getattr(g, f), getattr(w, f)
                 assert (x is None and y is None) or torch.equal(x, y), f
+
+
+def _mode_inputs(mode: str):
+    """The inputs of a context, stream or document model, as the models declare them."""
+    from pipeline_lib.models import ModelConfig, build_model
+    from pipeline_lib.models.inputs import SpecialIds
+
+    name = {"context": "doct", "stream": "cache", "document": "crosstask"}[mode]
+    cfg = ModelConfig(vocab_size=90, d_model=16, n_heads=2, d_ff=32, enc_layers=1, dec_layers=1,
+                      max_len=64, name=name, extras={"max_sentences": 4} if mode == "document"
+                      else {})
+    return build_model(cfg).inputs(SpecialIds(sent_break=80, src_tag=81, tgt_tag=82))
+
+
+@pytest.mark.parametrize("mode", ["sentence", "context", "stream", "document"])
+def test_every_data_mode_repeats_its_first_epochs_batch_shapes(corpus, mode):
+    """Issue 33 item 6: over three epochs, every data mode trains on the shapes of its first
+    epoch only (a bound of one epoch's batches: on CUDA each new (rows, lengths) costs
+    first-sight work). Stream batches used to be re-dealt every epoch."""
+    from pipeline_lib.models.inputs import ModelInputs
+
+    shards, _ = corpus
+    inputs = ModelInputs() if mode == "sentence" else _mode_inputs(mode)
+    cfg = LoaderConfig(max_tokens=256, seed=5, buffer_sents=100, inputs=inputs)
+    epochs = [_epoch(shards, cfg, epoch=e) for e in range(3)]
+    shapes = [{(tuple(b.src.shape), tuple(b.tgt_in.shape)) for b in ep} for ep in epochs]
+    assert shapes[1] <= shapes[0] and shapes[2] <= shapes[0], mode
+    assert len(shapes[0]) <= len(epochs[0])
+    assert sorted(k for b in epochs[0] for k in _keys(b)) == \
+        sorted(k for b in epochs[2] for k in _keys(b))         # every row, each epoch
+    print(f"{mode}: {len(epochs[0])} batches, {len(shapes[0])} shapes in epoch 1, "
+          f"{len(set.union(*shapes))} in three epochs")
