@@ -101,12 +101,16 @@ def layout_from_lines(lines: list[str], separator: str = "",
         if len(docids) != len(lines):
             raise TranslateError(f"--docids has {len(docids)} lines but the input has "
                                  f"{len(lines)}: they must be line-aligned")
-        rows, seen = [], {}
+        rows, seen, kept = [], {}, []
         for no, (doc, text) in enumerate(zip(docids, lines), 1):
+            if not text.strip(" \t"):     # passed through blank, not made a sentence of
+                kept.append(text)
+                continue
+            kept.append(None)
             rows.append({"doc_id": doc, "sent_idx": seen.get(doc, 0), "text": text,
                          "where": f"{name}:{no}"})
             seen[doc] = seen.get(doc, 0) + 1
-        return Layout([None] * len(lines), rows)
+        return Layout(kept, rows)
     if separator != MARUF_SEPARATOR and (no := next(
             (n for n, t in enumerate(lines, 1) if t.strip() == MARUF_SEPARATOR), None)):
         raise TranslateError(f"{name}:{no}: a line '{MARUF_SEPARATOR}' separates documents in "
@@ -129,6 +133,9 @@ def layout_from_lines(lines: list[str], separator: str = "",
             layout.lines.append(text)
             if idx:
                 doc, idx = doc + 1, 0
+            continue
+        if not text.strip(" \t"):     # a blank line under another separator: passed through
+            layout.lines.append(text)  # blank; translated, a model makes a sentence up
             continue
         layout.lines.append(None)
         layout.rows.append({"doc_id": f"d{doc}", "sent_idx": idx, "text": text,
@@ -199,6 +206,19 @@ def check_lengths(rows: list[dict], room: int) -> None:
             raise TranslateError(f"{r['where']}: {len(r['src_ids'])} pieces, more than the {room} "
                                  "the model reads (its max_len); decoding would translate only "
                                  "the start: split the line into sentences, one per line")
+
+
+def visible(text: str) -> str:
+    """``text`` without the invisible characters ingest removes (zero-width, bidi controls:
+    ``lines.INVISIBLE``), said on stderr, so a text translated by hand reads as the pipeline's
+    test sets do (issue 36 item 4)."""
+    from pipeline_lib.ingest.lines import INVISIBLE
+
+    out = text.translate(INVISIBLE)
+    if len(out) != len(text):
+        print(f"translate: removed {len(text) - len(out)} invisible characters (zero-width, "
+              f"bidi controls) from {text[:40]!r}, as ingest does", file=sys.stderr)
+    return out
 
 
 def write_output(out: TextIO, layout: Layout, translations, nbest: int) -> None:
@@ -301,7 +321,7 @@ def translate(a: argparse.Namespace) -> int:
     inputs = inputs_for(model, spm_path)
     check_target(spm_path, inputs, a.target_lang)
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
-    rows = [{**r, "src_ids": sp.encode(r["text"])} for r in layout.rows]
+    rows = [{**r, "src_ids": sp.encode(visible(r["text"]))} for r in layout.rows]
     check_lengths(rows, model.cfg.max_len - 1 - (inputs.tag is not None))
     seed = training_seed(checkpoint)
     translations, _ = translate_rows(model, rows, cfg, spm_path, a.device,

@@ -58,3 +58,23 @@ def test_a_separator_that_never_occurs_in_blank_separated_input_is_refused_as_in
         layout_from_lines(lines, "<d>", name="mine.es")
     layout = layout_from_lines(lines, "", name="mine.es")
     assert [r["doc_id"] for r in layout.rows] == ["d0", "d0", "d1", "d2"]
+
+
+def test_blank_lines_pass_through_blank_and_are_not_translated():
+    """Issue 36 item 4: a blank line under `--doc-separator '<d>'` or `--docids` became a
+    sentence of its own, and the model made a translation up for it."""
+    sep = layout_from_lines(["Uno.", "", "<d>", "Dos."], "<d>", name="mine.es")
+    assert [r["text"] for r in sep.rows] == ["Uno.", "Dos."]
+    assert sep.lines == [None, "", "<d>", None]
+    ids = layout_from_lines(["Uno.", "", "Dos."], docids=["a", "a", "b"], name="mine.es")
+    assert [(r["doc_id"], r["sent_idx"], r["text"]) for r in ids.rows] == [("a", 0, "Uno."),
+                                                                           ("b", 0, "Dos.")]
+    assert ids.lines == [None, "", None]
+
+
+def test_invisible_characters_are_removed_as_ingest_removes_them(capsys):
+    from pipeline_lib.translate import visible
+
+    assert visible("Ho\u200bla \u202emundo\u202c.") == "Hola mundo."
+    assert "removed 3 invisible characters" in capsys.readouterr().err
+    assert visible("Hola.") == "Hola." and capsys.readouterr().err == ""
