@@ -36,9 +36,11 @@ def test_profile_plans(tmp_path, profile):
     updates after it. GPU: every registered model with its control; cross-task's chain gets
     two (its pre-training's, its fine-tune's), 13 training jobs, 12 decoded systems (the
     pre-training's control is not evaluated). Converged on CPU: cross-task left out
-    (config/converged.yaml), so the baseline, four fine-tunes and their four controls."""
+    (config/converged.yaml), so the baseline, four fine-tunes and their four controls. Both
+    add DocT's and CAMN's random-context twins (2 trainings, 2 decodes) and their decodings
+    with random and empty context (4 decodes; issue 34 items 2-3)."""
     jobs = _dry_run(tmp_path, PROFILES[profile])
-    n, systems = ("13", "12") if profile == "gpu" else ("9", "9")
+    n, systems = ("15", "18") if profile == "gpu" else ("11", "15")
     assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == (n, systems, "1"), jobs
     plan = Plan(load_config(ROOT / "config" / "config.yaml",
                             *(ROOT / "config" / f for f in PROFILES[profile])))

@@ -123,11 +123,15 @@ def test_one_models_setting_reruns_only_that_model(tiny_pipeline):
     cfg = _config(tiny_pipeline)
     cfg["model_settings"]["doct"]["train"]["lr"] = 5.0e-4
     jobs = planned(tiny_pipeline, cfg)
-    # doct and its matched control (the baseline continued with doct's schedule) only
-    control = _plan(cfg).controls["doct"]
-    assert {wc for r, wc in jobs if r == "train_model"} == {"model=doct", f"model={control}"}
-    assert {wc.split(",")[0] for r, wc in jobs if r == "decode_test"} == {"model=doct",
-                                                                          f"model={control}"}
+    # doct, its matched control (the baseline continued with doct's schedule) and its
+    # random-context twin (doct's job with other documents' context) only; doct's decodings
+    # with ablated context decode the retrained doct
+    plan = _plan(cfg)
+    control, twin = plan.controls["doct"], plan.twins["doct"]
+    trained = {"model=doct", f"model={control}", f"model={twin}"}
+    assert {wc for r, wc in jobs if r == "train_model"} == trained
+    assert {wc.split(",")[0] for r, wc in jobs if r == "decode_test"} == trained | {
+        "model=doct_ctx_random", "model=doct_ctx_empty"}
     assert {wc.split(",")[0] for r, wc in jobs if r == "context_cxmi"} == {"model=doct"}
     assert rules_of(jobs) == {"train_model", "decode_test", "context_cxmi", "score_test",
                               "discourse_consistency", "report", "all"}
