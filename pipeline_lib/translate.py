@@ -117,12 +117,11 @@ def layout_from_lines(lines: list[str], separator: str = "",
                              f"the Maruf et al. (2019) releases; pass --doc-separator "
                              f"'{MARUF_SEPARATOR}' (translated as a sentence, it would merge "
                              "the documents), as ingest refuses it")
-    from pipeline_lib.ingest.plaintext import BLANK_SEPARATED
+    from pipeline_lib.ingest.plaintext import blank_separated
 
     blanks = [n for n, t in enumerate(lines, 1) if not t.strip(" \t")]
-    if (separator and len(blanks) >= BLANK_SEPARATED and len(blanks) < len(lines)
-            and not any(t.strip() == separator for t in lines)):
-        # ingest's rule (pipeline_lib/ingest/plaintext.py: documents)
+    seen = any(t.strip() == separator for t in lines)
+    if blank_separated(separator, seen, len(blanks), len(lines) - len(blanks)):
         raise TranslateError(f"{name}:{blanks[0]}: --doc-separator is {separator!r}, which "
                              f"occurs on no line, but the input has {len(blanks)} blank lines: "
                              "its documents are separated by blank lines; pass "
@@ -208,16 +207,18 @@ def check_lengths(rows: list[dict], room: int) -> None:
                                  "the start: split the line into sentences, one per line")
 
 
-def visible(text: str) -> str:
-    """``text`` without the invisible characters ingest removes (zero-width, bidi controls:
-    ``lines.INVISIBLE``), said on stderr, so a text translated by hand reads as the pipeline's
-    test sets do (issue 36 item 4)."""
+def visible(texts: list[str]) -> list[str]:
+    """``texts`` without the invisible characters ingest removes (zero-width, bidi controls:
+    ``lines.INVISIBLE``), counted once on stderr, so a text translated by hand reads as the
+    pipeline's test sets do (issue 36 item 4)."""
     from pipeline_lib.ingest.lines import INVISIBLE
 
-    out = text.translate(INVISIBLE)
-    if len(out) != len(text):
-        print(f"translate: removed {len(text) - len(out)} invisible characters (zero-width, "
-              f"bidi controls) from {text[:40]!r}, as ingest does", file=sys.stderr)
+    out = [t.translate(INVISIBLE) for t in texts]
+    removed = sum(map(len, texts)) - sum(map(len, out))
+    if removed:
+        lines = sum(len(a) != len(b) for a, b in zip(texts, out))
+        print(f"translate: removed {removed} invisible characters (zero-width, bidi controls) "
+              f"from {lines} lines, as ingest does", file=sys.stderr)
     return out
 
 
@@ -321,7 +322,8 @@ def translate(a: argparse.Namespace) -> int:
     inputs = inputs_for(model, spm_path)
     check_target(spm_path, inputs, a.target_lang)
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
-    rows = [{**r, "src_ids": sp.encode(visible(r["text"]))} for r in layout.rows]
+    texts = visible([r["text"] for r in layout.rows])
+    rows = [{**r, "src_ids": sp.encode(t)} for r, t in zip(layout.rows, texts)]
     check_lengths(rows, model.cfg.max_len - 1 - (inputs.tag is not None))
     seed = training_seed(checkpoint)
     translations, _ = translate_rows(model, rows, cfg, spm_path, a.device,

@@ -78,6 +78,13 @@ def refuse_separator(line: Line, path: str, separator: str | None) -> None:
 BLANK_SEPARATED = 2
 
 
+def blank_separated(separator: str, seen: bool, blanks: int, text: int) -> bool:
+    """Whether a file cut at ``separator`` (seen on some line or not) with ``blanks`` blank and
+    ``text`` other lines separates its documents by blank lines instead (ingest and translate
+    refuse it alike; a file of blank lines alone separates nothing)."""
+    return bool(separator) and not seen and blanks >= BLANK_SEPARATED and text > 0
+
+
 def documents(path: str, separator: str) -> Iterator[list[Line]]:
     """Lines of a file cut at separator lines (separators dropped, empty documents skipped).
     A separator other than the blank line that occurs nowhere in a file with blank lines
@@ -99,8 +106,7 @@ def documents(path: str, separator: str) -> Iterator[list[Line]]:
             else:
                 blanks.append(line.no)
             doc.append(line)
-    # (a file of blank lines alone separates nothing: its empty segments are quarantined)
-    if separator and not seen and len(blanks) >= BLANK_SEPARATED and text:
+    if blank_separated(separator, seen, len(blanks), text):
         raise InputError(path, blanks[0], f"doc_separator is {separator!r}, which occurs on no "
                                           f"line, but the file has {len(blanks)} blank lines: "
                                           "its documents are separated by blank lines; set "

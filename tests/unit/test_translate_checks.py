@@ -75,6 +75,7 @@ def test_blank_lines_pass_through_blank_and_are_not_translated():
 def test_invisible_characters_are_removed_as_ingest_removes_them(capsys):
     from pipeline_lib.translate import visible
 
-    assert visible("Ho\u200bla \u202emundo\u202c.") == "Hola mundo."
-    assert "removed 3 invisible characters" in capsys.readouterr().err
-    assert visible("Hola.") == "Hola." and capsys.readouterr().err == ""
+    assert visible(["Ho\u200bla \u202emundo\u202c.", "Sí.\u200b"]) == ["Hola mundo.", "Sí."]
+    assert "removed 4 invisible characters (zero-width, bidi controls) from 2 lines" in \
+        capsys.readouterr().err
+    assert visible(["Hola."]) == ["Hola."] and capsys.readouterr().err == ""
