@@ -45,46 +45,70 @@ def usable(row: dict, max_len: int) -> bool:
     return bool(row["src_ids"]) and bool(row["tgt_ids"]) and _row_len(row) <= max_len
 
 
-def pack_by_tokens(rows: list[dict], max_tokens: int,
-                   max_context_tokens: int | None = None) -> list[list[dict]]:
+def rows_cut(first: int, k: int, multiple: int) -> int:
+    """Where a batch of rows ``first..k-1`` that cannot take row ``k`` ends: at the largest
+    multiple of ``multiple`` rows (the rows left over start the next batch), or at ``k`` when it
+    has fewer rows than that.
+
+    WHY rows too: lengths are padded up to ``pad_multiple``, but a token budget still gave nearly
+    every batch its own row count, so nearly every batch of an epoch had a (rows, length) shape of
+    its own; on CUDA a new shape costs first-sight work (kernel choice, attention graphs) the
+    later epochs never repay. Rows cut to multiples of 8 (fairseq's
+    ``--required-batch-size-multiple``) leave the shapes of a small set (issue 33 item 6)."""
+    rows = (k - first) // multiple * multiple
+    return first + rows if rows else k
+
+
+def pack_by_tokens(rows: list[dict], max_tokens: int, max_context_tokens: int | None = None,
+                   rows_multiple: int = 1) -> list[list[dict]]:
     """Sort ``rows`` by length (then context length) and cut into batches whose rows' tokens
     (:func:`_row_len`) sum to at most ``max_tokens``; with ``max_context_tokens``, also rows *
-    longest context <= that cap.
+    longest context <= that cap; each batch's rows cut to a multiple of ``rows_multiple``
+    (:func:`rows_cut`) but a chunk's last.
 
     A single row over a budget forms a batch of its own (the budget cannot be met otherwise;
     ``max_len`` filtering upstream keeps such rows rare)."""
     rows = sorted(rows, key=lambda r: (_row_len(r), _ctx_len(r), len(r["src_ids"])))
+    lens = [_row_len(r) for r in rows]
+    ctxs = [_ctx_len(r) for r in rows]
     batches: list[list[dict]] = []
-    cur: list[dict] = []
-    tokens = ctx_max = 0
-    for r in rows:
-        n, c = _row_len(r), _ctx_len(r)
-        if cur and (tokens + n > max_tokens or (max_context_tokens is not None and
-                                                max(ctx_max, c) * (len(cur) + 1) > max_context_tokens)):
-            batches.append(cur)
-            cur, tokens, ctx_max = [], 0, 0
-        cur.append(r)
-        tokens, ctx_max = tokens + n, max(ctx_max, c)
-    if cur:
-        batches.append(cur)
+    first = tokens = ctx_max = 0
+    k = 0
+    while k < len(rows):
+        n, c = lens[k], ctxs[k]
+        if k > first and (tokens + n > max_tokens or (max_context_tokens is not None and
+                                                      max(ctx_max, c) * (k - first + 1)
+                                                      > max_context_tokens)):
+            cut = rows_cut(first, k, rows_multiple)
+            batches.append(rows[first:cut])
+            first, tokens, ctx_max = cut, sum(lens[cut:k]), max(ctxs[cut:k], default=0)
+            continue           # row k again, after the rows carried over
+        tokens, ctx_max, k = tokens + n, max(ctx_max, c), k + 1
+    if first < len(rows):
+        batches.append(rows[first:])
     return batches
 
 
-def pack_columns(cols: Columns, max_tokens: int, max_len: int) -> list[np.ndarray]:
+def pack_columns(cols: Columns, max_tokens: int, max_len: int,
+                 rows_multiple: int = 1) -> list[np.ndarray]:
     """:func:`pack_by_tokens` on :class:`Columns`: the usable rows (as :func:`usable` says,
     tags included) sorted by (tokens, source length), stably, and cut into batches of row
-    indices whose tokens sum to at most ``max_tokens``."""
+    indices whose tokens sum to at most ``max_tokens`` and whose rows, but a chunk's last
+    batch's, are a multiple of ``rows_multiple``."""
     tagged = 0 if cols.tag is None else (cols.tag >= 0).astype(np.int64)
     src, tgt = cols.lengths("src_ids") + tagged, cols.lengths("tgt_ids") + tagged
     row = np.maximum(src, tgt) + 1
     usable = np.flatnonzero((src > 0) & (tgt > 0) & (row <= max_len))
     order = usable[np.lexsort((src[usable], row[usable]))]
-    batches, first, tokens = [], 0, 0
-    for k, n in enumerate(row[order].tolist()):
-        if k > first and tokens + n > max_tokens:
-            batches.append(order[first:k])
-            first, tokens = k, 0
-        tokens += n
+    lens = row[order].tolist()
+    batches, first, tokens, k = [], 0, 0, 0
+    while k < len(lens):
+        if k > first and tokens + lens[k] > max_tokens:
+            cut = rows_cut(first, k, rows_multiple)
+            batches.append(order[first:cut])
+            first, tokens = cut, sum(lens[cut:k])
+            continue           # row k again, after the rows carried over
+        tokens, k = tokens + lens[k], k + 1
     if len(order) > first:
         batches.append(order[first:])
     return batches

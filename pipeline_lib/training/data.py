@@ -19,8 +19,10 @@ Why this shape:
 - *Length buckets*: sentence and context rows of a chunk are sorted by length and cut into
   batches, so similar lengths share a batch and little of it is padding; document streams pick,
   among their open lanes, the next sentences closest in length. ``pad_multiple`` rounds the
-  padded lengths up (8 on CUDA: fewer distinct shapes, so fewer first-sight costs and
-  ``torch.compile`` recompilations); padding is masked everywhere, so it changes no loss.
+  padded lengths up and cuts sentence and context batches' rows down to a multiple (8 on CUDA:
+  fewer distinct shapes, so fewer first-sight costs and ``torch.compile`` recompilations);
+  padding is masked everywhere, so it changes no loss, and the rows cut off start the chunk's
+  next batch, so none is dropped.
 - *Chunks*: the work units (row groups, or whole shards for the document modes; interleaved
   parts of them when there are fewer than DDP ranks) are shuffled once with ``seed`` and dealt
   round-robin to the ``world_size`` ranks; a rank's units form chunks (consecutive units up to
@@ -100,7 +102,9 @@ class LoaderConfig:
     num_workers: int = 0
     pin_memory: bool = False                 # page-locked batches for asynchronous GPU copies
     inputs: ModelInputs = ModelInputs()
-    pad_multiple: int = 1                    # padded lengths rounded up to a multiple of this
+    # padded lengths rounded up to a multiple of this, and sentence/context batches' rows cut
+    # down to one (batching.rows_cut)
+    pad_multiple: int = 1
 
     @property
     def with_heads(self) -> bool:
@@ -200,7 +204,7 @@ class ShardStream(IterableDataset):
         cfg, mode = self.cfg, self.cfg.inputs.mode
         if mode is DataMode.SENTENCE:
             cols = read_columns(chunk, cfg.with_heads, cfg.inputs)
-            batches = pack_columns(cols, cfg.max_tokens, cfg.max_len)
+            batches = pack_columns(cols, cfg.max_tokens, cfg.max_len, cfg.pad_multiple)
             rng.shuffle(batches)
             return [(cols, idx) for idx in batches]
         docs = [d for u in chunk for d in _document_rows(read_documents(u, cfg.with_heads), cfg)]
@@ -218,7 +222,7 @@ class ShardStream(IterableDataset):
             batches = pack_documents(subdocuments(docs, cfg.inputs.max_sentences), cfg.max_tokens)
         else:
             batches = pack_by_tokens([r for d in docs for r in d], cfg.max_tokens,
-                                     cfg.max_context_tokens)
+                                     cfg.max_context_tokens, cfg.pad_multiple)
         rng.shuffle(batches)
         return batches
 

@@ -39,6 +39,10 @@ TINY_CONFIG = ["--config", "{root}/config/config.yaml", "{run}/config.yaml"]
 # the other names the tiny run's files (the places fixture) and {gpu_check} the gpu_check
 # fixture's job file.
 SMOKE: dict[str, tuple[list[str], str]] = {
+    "batch_shapes.py": (
+        ["--shards", "{shards}/sent/train"],
+        rf"^batch_shapes: \d+ shapes in epoch 1 with rows cut to 8 \(\d+ with rows by budget\) "
+        r"at 512 tokens$"),
     "decode_throughput.py": (
         ["--checkpoint", "{checkpoint}", "--shards", "{shards}/sent/dev"],
         rf"^beam4_bs64_sentences_per_s={NUM}$"),

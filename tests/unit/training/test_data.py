@@ -638,3 +638,44 @@ def test_every_data_mode_repeats_its_first_epochs_batch_shapes(corpus, mode):
         sorted(k for b in epochs[2] for k in _keys(b))         # every row, each epoch
     print(f"{mode}: {len(epochs[0])} batches, {len(shapes[0])} shapes in epoch 1, "
           f"{len(set.union(*shapes))} in three epochs")
+
+
+@pytest.mark.parametrize("mode", ["sentence", "context"])
+def test_rows_cut_to_the_pad_multiple_leave_fewer_shapes(corpus, mode):
+    """Issue 33 item 6: with ``pad_multiple`` 8 (CUDA's default) a sentence or context batch's
+    rows are a multiple of 8, but a chunk's last batch (a budget that holds 8 rows); the budget still holds, every row still
+    trains once an epoch, and epoch 1 has fewer distinct (rows, lengths) shapes than with rows
+    left to the budget alone."""
+    from pipeline_lib.models.inputs import ModelInputs
+
+    shards, _ = corpus
+    inputs = ModelInputs() if mode == "sentence" else _mode_inputs(mode)
+    shapes, rows = {}, {}
+    for m in (1, 8):
+        cfg = LoaderConfig(max_tokens=1024, seed=5, buffer_sents=100, inputs=inputs,
+                           pad_multiple=m)
+        ep = _epoch(shards, cfg)
+        shapes[m] = {(tuple(b.src.shape), tuple(b.tgt_in.shape)) for b in ep}
+        rows[m] = sorted(k for b in ep for k in _keys(b))
+        for b in ep:
+            assert sum(_row_tokens(b)) <= 1024
+        off = [len(b.doc_id) for b in ep if len(b.doc_id) % m]
+        chunks = len(TrainLoader(shards, cfg).dataset.epoch_chunks(0))
+        assert len(off) <= chunks, (m, off)        # at most one short batch per chunk
+    assert rows[8] == rows[1]
+    assert len(shapes[8]) < len(shapes[1]), (len(shapes[8]), len(shapes[1]))
+    print(f"{mode}: {len(shapes[1])} shapes in epoch 1 with rows by budget, {len(shapes[8])} "
+          f"with rows and lengths to multiples of 8")
+
+
+def test_rows_cut_carries_the_rows_it_cuts_off():
+    """The rows past the last multiple start the next batch, and a budget too small for 8 rows
+    leaves batches as the budget cuts them."""
+    from pipeline_lib.training.batching import pack_by_tokens, rows_cut
+
+    assert rows_cut(0, 13, 8) == 8 and rows_cut(8, 13, 8) == 13 and rows_cut(0, 13, 1) == 13
+    rows = [{"src_ids": [1] * 4, "tgt_ids": [1] * 4, "i": i} for i in range(30)]   # 5 tokens a row
+    got = pack_by_tokens(rows, 65, rows_multiple=8)                              # 13 rows fit
+    assert [len(b) for b in got] == [8, 8, 8, 6]
+    assert sorted(r["i"] for b in got for r in b) == list(range(30))
+    assert [len(b) for b in pack_by_tokens(rows, 30, rows_multiple=8)] == [6] * 5
