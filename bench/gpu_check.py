@@ -39,7 +39,7 @@ FAILED: list[str] = []
 #: share of the budget per part, in the order they run
 SHARES = {"trainer": 0.28, "slice": 0.62, "decode": 0.10}
 ROW = re.compile(r"^mode=(\w+): median target tokens/s trainer ([\d,]+)\s+update ([\d,]+)\s+"
-                 r"trainer/update ([\d.]+)", re.M)
+                 r"trainer/update ([\d.]+)(?:\s+epoch 1 ([\d.]+|-)\s+later ([\d.]+|-))?", re.M)
 
 
 class Clock:
@@ -88,16 +88,18 @@ def run_side_by_side(cmds: list[tuple[list[str], Path]], timeout: float) -> list
 
 
 def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[str]:
-    """Trainer / update per data mode at 16k and 32k tokens, eager; sentence with the CUDA
-    allocator's fixed segments (the trainer's default is expandable: training/distributed.py);
-    sentence and context compiled at 16k; then sentence and stream with phase times (where the
-    time goes)."""
+    """Trainer / update per data mode: first each mode's own batch (its job's max_tokens and
+    update_freq) over two epochs, epoch 1 and later epochs apart; then at 32k tokens, eager;
+    sentence with the CUDA allocator's fixed segments (the trainer's default is expandable:
+    training/distributed.py) and without cuDNN attention; sentence and context compiled at 16k;
+    then sentence and stream with phase times (where the time goes)."""
     base = [PY, "bench/trainer_efficiency.py", "--jobs", str(jobs_file), "--num-workers", "2"]
     # smoke: one loader worker still takes the worker path; one thread on a shared CPU
     size = (["--smoke", "--threads", "1", "--num-workers", "1"] if smoke
             else ["--updates", "24", "--rounds", "4"])
     fixed = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
-    runs = [("eager 16k", ["--modes", "all", "--max-tokens", "16384"], None),
+    runs = [("eager, own batches, 2 epochs", ["--modes", "all", "--epochs", "2", "--rounds", "8"],
+             None),
             ("eager 16k, fixed segments", ["--modes", "sentence", "--max-tokens", "16384"], fixed),
             # cuDNN attention builds a graph per (rows, lengths) on first sight: the suspect of
             # issue 29's sentence-path cost; deprioritised, flash/memory-efficient kernels run
@@ -108,12 +110,13 @@ def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[
                               "--compile"], None),
             ("phase times 16k", ["--modes", "sentence,stream", "--max-tokens", "16384",
                                  "--phase-times"], None)]
-    if smoke:
-        runs = [(name, [a for a in args if a not in ("16384", "32768", "--max-tokens")], env)
+    if smoke:   # two updates a mode (tests/integration/test_bench_smoke.py runs the epochs)
+        drop = ("--max-tokens", "16384", "--epochs", "2", "--rounds", "8")
+        runs = [(name, [a for a in args if a not in drop], env)
                 for name, args, env in runs[:1] + runs[5:]]
     lines = ["## Trainer / update per data mode", "",
-             "| run | mode | trainer tokens/s | update tokens/s | trainer / update |",
-             "|---|---|---|---|---|"]
+             "| run | mode | trainer tokens/s | update tokens/s | trainer / update | epoch 1 | "
+             "later epochs |", "|---|---|---|---|---|---|---|"]
     end = time.monotonic() + clock.share("trainer")
     notes = []
     for name, args, env in runs:
@@ -124,8 +127,9 @@ def trainer_part(jobs_file: Path, out: Path, clock: Clock, smoke: bool) -> list[
         log = out / "logs" / f"trainer {name}.log"
         rc, secs = run(base + size + args, log, left, env)
         text = log.read_text()
-        for mode, tr, up, ratio in ROW.findall(text):
-            lines.append(f"| {name} | {mode} | {tr} | {up} | {ratio} |")
+        for mode, tr, up, ratio, first, later in ROW.findall(text):
+            lines.append(f"| {name} | {mode} | {tr} | {up} | {ratio} | {first or '-'} | "
+                         f"{later or '-'} |")
         phases = re.findall(r"^mode=(\w+) job.*?\n(?:.*\n)*?  phases: (.*)$", text, re.M)
         notes += [f"- {name}, {m}: {p}" for m, p in phases]
         notes.append(f"- {name}: rc {rc}, {secs:.0f} s" + ("" if rc == 0 else f" (see {log.name})"))

@@ -76,6 +76,22 @@ class Updater:
         self.opt.step()
         self.sched.step()
 
+    def accumulate(self, batches: list[Batch], tokens: int) -> None:
+        """One update over micro-batches, as the trainer's ``update_freq`` makes it: gradients
+        summed over them and divided by ``tokens``, their target tokens (counted on the host, so
+        no step waits for the device)."""
+        self.opt.zero_grad(set_to_none=True)
+        for batch in batches:
+            with autocast(self.device):
+                out = self.step_fn(batch)
+            logits, aux = (out, None) if isinstance(out, torch.Tensor) else (out.logits, out.aux_loss)
+            loss, _, n = label_smoothed_nll(logits, batch.tgt_out, 0.1)
+            if aux is not None:
+                loss = loss + aux.float() * n
+            (loss / tokens).backward()
+        self.opt.step()
+        self.sched.step()
+
     def rate(self, batches: list[Batch], steps: int, clock=time.perf_counter) -> float:
         """Target tokens/s over ``steps`` updates, cycling through ``batches`` (counted on the
         host beforehand: reading the loss's count back would wait for the device every step).

@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/trainer_efficiency.py [--modes sentence,context,stream,...]
         [--jobs results/gpu/gpu_check.json] [--size tiny] [--max-tokens 4096] [--device cpu]
-        [--threads 1] [--updates 96 --rounds 12] [--num-workers 0] [--compile] [--warm-pass]
-        [--phase-times] [--profile 20] [--clock wall|cpu] [--smoke]
+        [--threads 1] [--updates 96 | --epochs 2] [--rounds 12] [--num-workers 0] [--compile]
+        [--warm-pass] [--phase-times] [--profile 20] [--clock wall|cpu] [--smoke]
 
 One row per data mode (sentence: transformer, heads: dbsa, context: doct, stream: cache,
 document: crosstask on parallel documents, restore: crosstask_pretrain on restoration
@@ -14,10 +14,14 @@ shards under results/: ``snakemake --cores all --until make_shards make_head_sha
 whose shards are missing is skipped with a line saying so.
 
 Per mode, the real :class:`pipeline_lib.training.train.Trainer` (its loader, loop, logging and
-update: no validation or checkpoint in the timed updates) trains ``--updates`` updates. In the
-same process and on the same device the benchmark's update (bench/train_throughput.py
-``Updater``: forward, label-smoothed loss, backward, Adam, the batch already on the device)
-then trains a copy of the same model on exactly the batches the trainer drew. The two
+update: no validation or checkpoint in the timed updates) trains ``--updates`` updates, or with
+``--epochs N`` as many as N epochs of the stream its updates read (counted from its own loader
+first; rounds then lie in epoch 1 or later, and a round that spans two is left out of both).
+Each mode keeps its job's batch (``max_tokens`` and ``update_freq``, e.g. the GPU profile's
+cache at 4 x 4,096) unless ``--max-tokens`` sets one batch of that size per update for all. In
+the same process and on the same device the benchmark's update (bench/train_throughput.py
+``Updater``: forward, label-smoothed loss, backward, Adam, the micro-batches already on the
+device) then trains a copy of the same model on exactly the batches the trainer drew. The two
 alternate in ``--rounds`` rounds (the trainer's next updates, then the update on those
 batches: on CUDA a first pass that meets their shapes, untimed, then a timed one;
 ``--warm-pass`` says whether), so machine load that drifts hits both alike; the trainer's clock
@@ -26,20 +30,25 @@ loop does in between, reading and collating batches included) and stops while th
 The first round is a warm-up for both and not counted. ``--clock cpu`` counts this process's
 CPU time instead of wall time (a CPU shared with other jobs; 0 workers).
 
-Prints per round the trainer's and the update's target tokens/s, then per mode the medians and
-the ratio trainer / update (1.0 = the loop costs nothing beyond its update; the goal is >= 0.9),
-and last the lowest ratio over the modes. ``--phase-times``: the trainer runs with
+Prints per round the trainer's and the update's target tokens/s and the round's epoch, then per
+mode the medians and the ratio trainer / update (1.0 = the loop costs nothing beyond its update;
+the goal is >= 0.9), with ``--epochs`` also the ratio in epoch 1 and in later epochs apart (a
+first epoch pays first sight of every shape on CUDA, and loader start-up), and last the lowest
+ratio over the modes. ``--phase-times``: the trainer runs with
 ``train.phase_times`` (a device synchronisation at each phase boundary, so its rate drops) and
 each mode also prints where the trainer's time went (pipeline_lib/training/phases.py).
 ``--profile N``: afterwards, ``N`` more trainer updates under ``torch.profiler`` and the top
 entries by self time. On CUDA every round also prints the peak GPU memory per 1,000 batch
-tokens. ``--smoke`` (CI): two rounds of one update each on CPU, tiny sizes, 512 tokens.
+tokens. ``--smoke`` (CI): two rounds of one update each on CPU (with ``--epochs``: those epochs in
+six rounds), tiny sizes, 512 tokens or the job file's own batches.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import itertools
 import json
 import statistics
 import sys
@@ -64,12 +73,13 @@ MODES = ["sentence", "heads", "context", "stream", "document", "restore"]
 
 
 class Recorder:
-    """Wraps a trainer's ``next_batch`` and ``step``: keeps every batch it draws and the time
-    each update starts (on ``clock``), and runs ``between(k)`` before update ``k`` starts its
-    clock."""
+    """Wraps a trainer's ``next_batch`` and ``step``: keeps every batch it draws with its
+    stream's epoch and the time each update starts (on ``clock``), and runs ``between(k)``
+    before update ``k`` starts its clock."""
 
     def __init__(self, trainer: Trainer, between, clock) -> None:
         self.batches: list[Batch] = []
+        self.epochs: list[int] = []
         self.starts: list[float] = []
         self.between = between
         next_batch, step = trainer.next_batch, trainer.step
@@ -77,6 +87,7 @@ class Recorder:
         def recording_next_batch(aux: bool) -> Batch:
             b = next_batch(aux)
             self.batches.append(b)
+            self.epochs.append((trainer.state.aux_position if aux else trainer.state.position).epoch)
             return b
 
         def timed_step(window) -> None:
@@ -89,6 +100,35 @@ class Recorder:
 
 def tokens(batches: list[Batch]) -> int:
     return sum(int(b.tgt_out.ne(PAD_ID).sum()) for b in batches)
+
+
+def epoch_batches(trainer: Trainer) -> int:
+    """Batches in one epoch of the stream the trainer's updates read (the aux stream when every
+    update reads it), planned by its own loader without collating."""
+    streams = trainer.streams
+    loader = streams.aux if streams.aux is not None and trainer.tcfg.aux_ratio >= 1 else streams.main
+    return sum(len(planned) for _, _, _, planned in
+               itertools.takewhile(lambda c: c[0] == 0, loader.dataset.chunks(0)))
+
+
+def epoch_of(epochs: list[int]) -> str:
+    """A round's label: "epoch 1", "later" (epoch 2 on) or "epochs 1-2" (it spans both, and
+    counts for neither)."""
+    first = {e == 0 for e in epochs}
+    return "epochs 1-2" if len(first) > 1 else "epoch 1" if first == {True} else "later"
+
+
+def update_rate(upd: Updater, updates: list[list[Batch]], dev: torch.device, clock) -> float:
+    """Target tokens/s of the benchmark's update over ``updates`` (micro-batches each)."""
+    counts = [tokens(u) for u in updates]
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    t = clock()
+    for u, n in zip(updates, counts):
+        upd.accumulate(u, n)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    return sum(counts) / (clock() - t)
 
 
 def default_jobs(size: str) -> dict:
@@ -111,25 +151,33 @@ def measure(mode: str, spec: dict, spm: str, a: argparse.Namespace, device: str)
         print(f"mode={mode}: skipped, no shards at {spec['shards']}", flush=True)
         return None
     clock = time.process_time if a.clock == "cpu" else time.perf_counter
-    per_round = a.updates // a.rounds
-    total = per_round * a.rounds + a.profile
     train = {k: v for k, v in spec["train"].items() if k in TrainConfig.__dataclass_fields__}
+    if a.max_tokens:           # one batch of that size per update, every mode alike
+        train.update(max_tokens=a.max_tokens, update_freq=1)
+    uf = int(train.get("update_freq", 1))
     tcfg = TrainConfig.from_dict({
-        **train, "max_tokens": a.max_tokens or train.get("max_tokens", 4096),
-        "max_steps": total, "warmup": 4000, "lr": 1e-4, "validate_every": 10**9,
+        **train, "max_steps": 10**9, "warmup": 4000, "lr": 1e-4, "validate_every": 10**9,
         "save_every": 10**9, "log_every": 25, "dev_bleu": False, "patience": 0,
         "num_workers": a.num_workers, "compile": a.compile, "device": device,
-        "phase_times": a.phase_times, "init_from": None, "update_freq": 1})
+        "phase_times": a.phase_times, "init_from": None})
     out = Path(tempfile.mkdtemp(prefix=f"trainer-efficiency-{mode}-"))
     trainer = Trainer(spec["model"], tcfg, spec["shards"], spec["dev_shards"], spm, out,
                       spec.get("aux_shards"))
+    updates = a.updates
+    if a.epochs:               # the run's length once its own loader has counted an epoch
+        updates = a.epochs * -(-epoch_batches(trainer) // uf)
+    per_round = max(1, -(-updates // a.rounds))
+    total = per_round * a.rounds + a.profile
+    trainer.tcfg = dataclasses.replace(trainer.tcfg, max_steps=total)
+    trainer.rule = trainer.tcfg.stop_rule()
     dev = trainer.device
     upd = Updater(copy.deepcopy(trainer.model), dev, a.compile)
     print(f"mode={mode} job={spec['job']} d_model={trainer.mcfg.d_model} device={dev} "
-          f"threads={torch.get_num_threads()} max_tokens={tcfg.max_tokens} "
+          f"threads={torch.get_num_threads()} max_tokens={tcfg.max_tokens} update_freq={uf} "
           f"workers={a.num_workers} compile={a.compile} phase_times={a.phase_times} "
-          f"updates/round={per_round} rounds={a.rounds}", flush=True)
-    rates: list[tuple[float, float]] = []
+          f"updates/round={per_round} rounds={a.rounds}"
+          + (f" epochs={a.epochs} ({updates} updates)" if a.epochs else ""), flush=True)
+    rates: list[tuple[float, float, str]] = []
     profiler = None
 
     def between(k: int) -> None:
@@ -139,30 +187,27 @@ def measure(mode: str, spec: dict, spm: str, a: argparse.Namespace, device: str)
             return
         r = k // per_round - 1
         trainer_s = clock() - rec.starts[r * per_round]   # updates r*per_round..k-1
-        batches = rec.batches[r * per_round:k]
+        batches = rec.batches[r * per_round * uf:k * uf]
+        when = epoch_of(rec.epochs[r * per_round * uf:k * uf])
         n = tokens(batches)
         on_dev = [b.to(dev) for b in batches]
+        groups = [on_dev[i:i + uf] for i in range(0, len(on_dev), uf)]
         if dev.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         if a.warm_pass if a.warm_pass is not None else dev.type == "cuda":
-            for b in on_dev:                                       # first sight of the shapes
-                upd.update(b)
-        if dev.type == "cuda":
-            rate = upd.rate(on_dev, len(on_dev))
-        else:
-            t = clock()
-            for b in on_dev:
-                upd.update(b)
-            rate = n / (clock() - t)
-        rates.append((n / trainer_s, rate))
+            for g in groups:                                       # first sight of the shapes
+                upd.accumulate(g, tokens(g))
+        rate = update_rate(upd, groups, dev, clock)
+        rates.append((n / trainer_s, rate, when))
         mem = ""
         if dev.type == "cuda":
-            cells = sum(b.src.numel() + b.tgt_in.numel() for b in on_dev) / len(on_dev)
+            cells = sum(b.src.numel() + b.tgt_in.numel() for b in on_dev) / len(groups)
             peak = torch.cuda.max_memory_allocated() / 2**20
             mem = f"  peak GPU memory {peak:,.0f} MiB ({peak / (cells / 1000):,.1f} MiB per 1,000 batch tokens)"
-        print(f"  round {r}{' (warm-up)' if r == 0 else ''}: trainer {n / trainer_s:,.0f}  update "
-              f"{rate:,.0f} target tokens/s  ({n / len(batches):,.0f} per update){mem}", flush=True)
+        print(f"  round {r}{' (warm-up)' if r == 0 else ''}{f', {when}' if a.epochs else ''}: "
+              f"trainer {n / trainer_s:,.0f}  update {rate:,.0f} target tokens/s  "
+              f"({n / len(groups):,.0f} per update){mem}", flush=True)
         if k == per_round * a.rounds and a.profile:
             profiler = start_profiler(dev)
 
@@ -182,14 +227,19 @@ def measure(mode: str, spec: dict, spm: str, a: argparse.Namespace, device: str)
         print(profiler.key_averages().table(sort_by=sort, row_limit=25))
     timed = rates[1:] or rates
     tr, up = statistics.median(r[0] for r in timed), statistics.median(r[1] for r in timed)
-    ratio = statistics.median(t / u for t, u in timed)
+    ratio = statistics.median(t / u for t, u, _ in timed)
     if a.phase_times:
         phases = trainer.phases.totals()
         spent = sum(phases.values()) or 1.0
         print("  phases: " + "  ".join(f"{k} {v:.2f} s ({100 * v / spent:.0f} %)"
                                        for k, v in phases.items()))
+    split = ""
+    if a.epochs:
+        apart = {w: [t / u for t, u, e in timed if e == w] for w in ("epoch 1", "later")}
+        split = "  " + "  ".join(f"{w} {statistics.median(v):.3f}" if v else f"{w} -"
+                                 for w, v in apart.items())
     print(f"mode={mode}: median target tokens/s trainer {tr:,.0f}  update {up:,.0f}  "
-          f"trainer/update {ratio:.3f}", flush=True)
+          f"trainer/update {ratio:.3f}{split}", flush=True)
     return ratio
 
 
@@ -198,8 +248,13 @@ def main() -> None:
     ap.add_argument("--modes", default="sentence", help=f"comma-separated, of {MODES}, or all")
     ap.add_argument("--jobs", type=Path, help="gpu_check.json of bench/gpu_prepare.py")
     ap.add_argument("--size", default="tiny", help="model_sizes entry without --jobs")
-    ap.add_argument("--max-tokens", type=int, default=0, help="0: the job's train.max_tokens")
+    ap.add_argument("--max-tokens", type=int, default=0,
+                    help="one batch of this many tokens per update in every mode (0: each job's "
+                         "own max_tokens and update_freq)")
     ap.add_argument("--updates", type=int, default=96, help="trainer updates in all")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="instead of --updates: this many epochs of each mode's data (2 or more "
+                         "report epoch 1 and later epochs apart)")
     ap.add_argument("--rounds", type=int, default=12, help="rounds (the first is a warm-up)")
     ap.add_argument("--warm-pass", action=argparse.BooleanOptionalAction, default=None,
                     help="an untimed first pass of the update over each round's batches "
@@ -213,11 +268,11 @@ def main() -> None:
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: this process's CPU time (CPU devices; a machine shared with other "
                          "jobs then slows neither side, and 0 workers keep all loading in it)")
-    ap.add_argument("--smoke", action="store_true", help="CI: 2 rounds of 1 update on CPU, tiny")
+    ap.add_argument("--smoke", action="store_true", help="CI: 2 rounds of 1 update (or --epochs in 6 rounds) on CPU, tiny")
     a = ap.parse_args()
-    if a.smoke:
-        a.updates, a.rounds, a.device, a.size = 2, 2, "cpu", "tiny"
-        a.max_tokens = a.max_tokens or 512
+    if a.smoke:   # with --epochs: the epochs, in 6 rounds; a job file keeps its own batches
+        a.updates, a.rounds, a.device, a.size = 2, 6 if a.epochs else 2, "cpu", "tiny"
+        a.max_tokens = a.max_tokens or (0 if a.jobs else 512)
     if a.threads:
         torch.set_num_threads(a.threads)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
