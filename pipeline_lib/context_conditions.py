@@ -7,11 +7,13 @@ that separate the use of context from added capacity and regularisation (Kim et 
 al. 2020, where multi-encoder gains persist with random context).
 """
 
-#: registry models whose extra input is a per-sentence context rule (DataMode.CONTEXT: the
-#: previous source sentences), so a random or empty context can replace it. The cache's history
-#: (STREAM) and cross-task's sub-documents (DOCUMENT) are not a per-sentence input a rule can
-#: swap. tests/unit/test_context_conditions.py checks this against every registered model.
-CONTEXT_RULE_MODELS = frozenset({"doct", "camn"})
+#: registry models that read context, and so have a random-context twin and ablated decodes:
+#: those whose extra input is a per-sentence context rule (DataMode.CONTEXT: the previous source
+#: sentences, swapped by ModelInputs.ablated), and those that read whole documents (the cache's
+#: translation history, STREAM; cross-task's sub-documents, DOCUMENT), whose documents are
+#: regrouped from other documents' sentences instead (pipeline_lib/mixed_documents.py).
+#: tests/unit/test_context_conditions.py checks this against every registered model.
+CONTEXT_MODELS = frozenset({"doct", "camn", "cache", "crosstask"})
 
 #: what such a model may read (:meth:`pipeline_lib.models.inputs.ModelInputs.ablated`): its
 #: document's context, other documents' sentences in the same amount, or none

@@ -24,7 +24,9 @@ so every condition feeds it the same batches and its CXMI is 0 by construction (
 measure). STREAM (the cache's translation history) and DOCUMENT (cross-task's sub-documents)
 models are reported as not measured, with the reason: their context is not a per-sentence input
 that a rule can swap (choice written down here; the cache's would need forced decoding of
-reference histories, cross-task's sub-documents of other documents' sentences).
+reference histories). Their use of context is measured in BLEU instead, by decoding them on
+documents regrouped from other documents' sentences and by their random-context twins
+(pipeline_lib/mixed_documents.py).
 
 CLI::
 
@@ -145,7 +147,7 @@ def measure(model: torch.nn.Module, docs: Sequence[Sequence[dict]], inputs: Mode
         record["not_measured"] = (
             f"{inputs.mode.value} mode: the context is the model's translation history or its "
             "sub-document, not a per-sentence input a rule can swap (pipeline_lib/evaluate/"
-            "cxmi.py)")
+            "cxmi.py); its ablated decodes and twin measure it in BLEU")
         return record
     if inputs.tag is not None:
         record["not_measured"] = "the model reads language tags; forced decoding of tagged " \

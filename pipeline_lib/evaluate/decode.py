@@ -42,6 +42,7 @@ from pipeline_lib.atomic import atomic_output
 from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import MANIFEST_FILE
 from pipeline_lib.context_conditions import CONTEXT_CONDITIONS
+from pipeline_lib.mixed_documents import regroup
 from pipeline_lib.models.inputs import (CTX_KEY, ModelInputs, inputs_for, with_context,
                                         within_document)
 from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
@@ -201,8 +202,9 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
     CONTEXT models read their source context, DOCUMENT models their sub-document
     (``unit="document"``) or the tagged sentence alone (``unit="sentence"``). ``seed``: the data
     seed of context rules that draw at random (the training seed reproduces training's draw).
-    ``context``: ``random`` or ``empty`` replace a CONTEXT model's true context (an ablation:
-    does the model translate better with its document's context than with any?).
+    ``context``: ``random`` or ``empty`` replace a CONTEXT model's true context, or regroup a
+    document reader's documents (``mixed_documents.regroup``; an ablation: does the model
+    translate better with its document's context than with any?).
     Test-set decoding (:func:`decode_file`) and ``translate`` both come through here, so a text
     translated by hand gets exactly the pipeline's hypotheses."""
     import sentencepiece as spm
@@ -226,15 +228,30 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
         inputs.add_context(enriched, seed)
         contexts = [r[CTX_KEY] for d in enriched for r in d]
     t0 = time.perf_counter()
+    whole = mode is DataMode.STREAM or (mode is DataMode.DOCUMENT and unit == "document")
+    if whole and inputs.documents_from != "true":
+        # the documents regrouped from other documents' sentences (or one sentence each), and
+        # the hypotheses put back in their own documents' places
+        where = regroup([[(d, i) for i in range(len(doc))] for d, doc in enumerate(srcs)],
+                        inputs.documents_from, seed)
+        srcs_in = [[srcs[d][i] for d, i in g] for g in where]
+    else:
+        where, srcs_in = None, srcs
     if mode is DataMode.STREAM:
-        hyps = translate_documents(model, srcs, cfg, device, progress)
+        hyps = translate_documents(model, srcs_in, cfg, device, progress)
     elif mode is DataMode.DOCUMENT and unit == "document":
-        hyps = translate_subdocuments(model, srcs, inputs, cfg, device, progress)
+        hyps = translate_subdocuments(model, srcs_in, inputs, cfg, device, progress)
     else:
         flat = translate_sentences(model, [s for d in srcs for s in d], cfg, device, contexts,
                                    inputs, progress=progress)
         it = iter(flat)
         hyps = [[next(it) for _ in d] for d in srcs]
+    if where is not None:
+        back: list[list] = [[None] * len(d) for d in srcs]
+        for g, hs in zip(where, hyps):
+            for (d, i), h in zip(g, hs):
+                back[d][i] = h
+        hyps = back
     seconds = time.perf_counter() - t0
     out: list[Translation] = []
     for doc_id, doc, doc_hyps in zip(doc_ids, docs, hyps):
@@ -294,8 +311,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--unit", choices=["document", "sentence"], default="document",
                    help="document-level models: translate with the sub-document or alone")
     p.add_argument("--context", choices=CONTEXT_CONDITIONS, default="true",
-                   help="context models (doct, camn): their document's context, other "
-                        "documents' sentences (random) or none (empty): a test-time ablation")
+                   help="context models (doct, camn, cache, crosstask): their document's "
+                        "context, other documents' sentences (random) or none (empty): a "
+                        "test-time ablation")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = stage_options.parse_args(p, argv)

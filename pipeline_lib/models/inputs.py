@@ -366,6 +366,9 @@ class ModelInputs:
     restore_tag: int | None = None
     heads: bool = False
     in_document_order: bool = False
+    #: the documents a STREAM or DOCUMENT model reads (``mixed_documents.regroup``): its own
+    #: (true), pseudo-documents of other documents' sentences (random), one sentence each (empty)
+    documents_from: str = "true"
     dev_bleu_skip: str | None = None
     batch_invariant: bool = True
     schedule: Callable[[int, float], Phase] = field(default=interleaved_schedule)
@@ -393,13 +396,26 @@ class ModelInputs:
         return ModelInputs(tag=self.tag, restore_tag=self.restore_tag, heads=self.heads,
                            schedule=self.schedule)
 
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model's context is its document itself (a stream's history, a
+        sub-document), so a condition regroups the documents rather than swap a rule."""
+        return self.mode in (DataMode.STREAM, DataMode.DOCUMENT) or self.in_document_order
+
     def ablated(self, condition: str) -> "ModelInputs":
         """The same inputs with the context of ``condition``: ``true`` (the document's),
-        ``random`` (:class:`RandomSentences` of other documents) or ``empty``
-        (:class:`NoContext`). A model without a context rule reads no context: its inputs are
-        the same under every condition."""
-        if self.context is None or condition == "true":
+        ``random`` (:class:`RandomSentences` of other documents, or for a model that reads
+        whole documents, documents regrouped from other documents' sentences) or ``empty``
+        (:class:`NoContext`, or one sentence a document). A model without either reads no
+        context: its inputs are the same under every condition."""
+        if condition == "true":
             return self
+        if self.context is None:
+            if not self.reads_documents:
+                return self
+            if condition not in ("random", "empty"):
+                raise ValueError(f"context condition {condition!r}: true, random or empty")
+            return replace(self, documents_from=condition)
         rule = self.context.true_context()
         if condition == "random":
             return replace(self, context=RandomSentences(rule, other_documents=True))
@@ -431,12 +447,13 @@ def with_context(inputs: ModelInputs, context: str, model: str) -> ModelInputs:
     """What ``model`` reads under a context condition (``train.context``, decode ``--context``):
     a random-context twin trains the same model, updates and data with every sentence's context
     drawn from other documents; an ablated decode gives a trained model other documents'
-    sentences or none. Refused for a model without a context rule: its twin or ablation would
-    be the model itself, and a report would call that a context control."""
-    if context != "true" and inputs.context is None:
-        raise ValueError(f"context {context!r}: model {model!r} reads no per-sentence context "
-                         "rule (only the models of "
-                         "pipeline_lib.context_conditions.CONTEXT_RULE_MODELS have one)")
+    sentences or none. Refused for a model that reads no context (neither a rule nor whole
+    documents): its twin or ablation would be the model itself, and a report would call that a
+    context control."""
+    if context != "true" and inputs.context is None and not inputs.reads_documents:
+        raise ValueError(f"context {context!r}: model {model!r} reads no context, neither a "
+                         "per-sentence rule nor whole documents (only the models of "
+                         "pipeline_lib.context_conditions.CONTEXT_MODELS do)")
     return inputs.ablated(context)
 
 
@@ -445,4 +462,6 @@ def within_document(inputs: ModelInputs, docs: Sequence[Sequence[Mapping]]) -> b
     the true context on ``docs`` (one document: no other to draw from), so a manifest can say
     which random context a decode or a twin's dev set read."""
     rule = inputs.context
+    if inputs.documents_from == "random":     # mixed_documents.regroup shuffles the one
+        return len(docs) < 2
     return isinstance(rule, RandomSentences) and rule.other_documents and len(docs) < 2

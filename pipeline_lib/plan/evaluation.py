@@ -7,7 +7,7 @@ and the flags that name the test sets to the scoring stages (their settings:
 from __future__ import annotations
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.context_conditions import CONTEXT_CONDITIONS, CONTEXT_RULE_MODELS
+from pipeline_lib.context_conditions import CONTEXT_CONDITIONS, CONTEXT_MODELS
 from pipeline_lib.layout import SENT_SUFFIX
 
 ABLATED = "_ctx_"   # <model>_ctx_<condition>: <model> decoded with that context (ablations)
@@ -40,7 +40,7 @@ class Evaluation:
         if not self.config["score"]["context_ablation"]:
             return {}
         return {f"{m}{ABLATED}{condition}": (m, condition) for m in self.models
-                if self.jobs[m].model["name"] in CONTEXT_RULE_MODELS
+                if self.jobs[m].model["name"] in CONTEXT_MODELS
                 for condition in CONTEXT_CONDITIONS if condition != "true"}
 
     def decode_context(self, system: str) -> str:

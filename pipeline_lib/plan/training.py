@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline_lib.codehash import code_hash
-from pipeline_lib.context_conditions import CONTEXT_RULE_MODELS
+from pipeline_lib.context_conditions import CONTEXT_MODELS
 from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
 
 PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
@@ -200,7 +200,7 @@ class TrainingJobs:
         twins: dict[str, str] = {}
         for model in self.config["models"]:
             job = self.jobs[model]
-            if job.model["name"] not in CONTEXT_RULE_MODELS:
+            if job.model["name"] not in CONTEXT_MODELS:
                 continue
             matched = job.train.get("patience", 0) > 0
             twin = replace(job, name=f"{model}{TWIN}",

@@ -77,6 +77,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline_lib.batch import Batch
 from pipeline_lib.batch import DataMode
+from pipeline_lib.mixed_documents import regroup
 from pipeline_lib.models.inputs import ModelInputs
 from pipeline_lib.training.batching import (collate, collate_columns, collate_documents,
                                             collate_stream, pack_by_tokens, pack_columns,
@@ -127,14 +128,19 @@ class DataPosition:
         return cls(epoch=int(d["epoch"]), batches=int(d["batches"]))
 
 
-def _document_rows(docs: list[list[dict]], cfg: LoaderConfig) -> list[list[dict]]:
+def _document_rows(docs: list[list[dict]], cfg: LoaderConfig, key: str) -> list[list[dict]]:
     """Documents with their unusable rows dropped (and context added in CONTEXT mode; the
-    context of a row is its previous *usable* rows, which is what decoding sees too)."""
+    context of a row is its previous *usable* rows, which is what decoding sees too). A
+    random-context twin of a document reader reads them regrouped (``mixed_documents``), the
+    same way every epoch (seeded by the seed and ``key``, the chunk's name), so its batches
+    repeat their shapes as its model's do."""
     kept = [[r for r in (prepare(x, cfg.inputs) for x in d) if usable(r, cfg.max_len)]
             for d in docs]
     kept = [d for d in kept if d]
     if cfg.inputs.mode is DataMode.CONTEXT:
         cfg.inputs.add_context(kept, cfg.seed)
+    if cfg.inputs.documents_from != "true":
+        kept = regroup(kept, cfg.inputs.documents_from, f"{cfg.seed}:{key}")
     return kept
 
 
@@ -207,16 +213,16 @@ class ShardStream(IterableDataset):
             batches = pack_columns(cols, cfg.max_tokens, cfg.max_len, cfg.pad_multiple)
             rng.shuffle(batches)
             return [(cols, idx) for idx in batches]
-        docs = [d for u in chunk for d in _document_rows(read_documents(u, cfg.with_heads), cfg)]
+        # keyed by the shard's name, not its path: a moved run draws the same
+        key = ":".join(f"{Path(u.path).name}:{u.row_group}:{u.part}" for u in chunk[:1])
+        docs = [d for u in chunk for d in _document_rows(read_documents(u, cfg.with_heads), cfg,
+                                                          key)]
         if mode is DataMode.STREAM:
-            # one document order per chunk for every epoch (keyed by the shard's name, not its
-            # path: a moved run draws the same), so the lanes and the batch shapes repeat (on
-            # CUDA a new shape costs first-sight work, issue 33 item 6); the epoch still
-            # reorders the chunks. A stream's batches keep their order: a lane carries a
+            # one document order per chunk for every epoch, so the lanes and the batch shapes
+            # repeat (on CUDA a new shape costs first-sight work, issue 33 item 6); the epoch
+            # still reorders the chunks. A stream's batches keep their order: a lane carries a
             # document's history from batch to batch.
-            u = chunk[0]
-            random.Random(f"{cfg.seed}:{self.rank}:{Path(u.path).name}:{u.row_group}:{u.part}"
-                          ).shuffle(docs)
+            random.Random(f"{cfg.seed}:{self.rank}:{key}").shuffle(docs)
             return stream_batches(docs, cfg.max_tokens)
         if mode is DataMode.DOCUMENT:
             batches = pack_documents(subdocuments(docs, cfg.inputs.max_sentences), cfg.max_tokens)
@@ -364,7 +370,7 @@ def dev_batches(directory: str | Path, max_tokens: int, max_len: int = 1024,
                 docs[-1].extend(d)
             else:
                 docs.append(d)
-    docs = _document_rows(docs, cfg)
+    docs = _document_rows(docs, cfg, "dev")
     if inputs.mode is DataMode.STREAM:
         return [collate_stream(b, **pad) for b in stream_batches(docs, max_tokens)]
     if inputs.mode is DataMode.DOCUMENT:

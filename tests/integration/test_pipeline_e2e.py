@@ -190,13 +190,15 @@ def test_context_ablation_measures_every_model_on_every_test_set(tiny_pipeline):
 
 
 def test_context_twins_and_ablated_decodings_run_and_are_scored(tiny_pipeline):
-    """Issue 34 items 2-3 through the real DAG: DocT's and CAMN's twins trained with other
-    documents' context for their model's updates (their dev set, one chapter, with its own
-    sentences outside the true context), each model decoded again with random and empty
-    context, and the scores and the report hold each model against them (not as verdict rows)."""
+    """Issue 34 items 2-3 through the real DAG: every context model's twin (DocT's and CAMN's
+    with other documents' context, the cache's and cross-task's on documents regrouped from
+    other documents' sentences) trained for its model's updates (their dev set, one chapter,
+    with its own sentences outside the true context), each model decoded again with random and
+    empty context, and the scores and the report hold each model against them (not as verdict
+    rows)."""
     plan = _plan(tiny_pipeline)
     scores = _manifest(tiny_pipeline, "score_test", "scores.json")
-    for model in ("doct", "camn"):
+    for model in ("doct", "cache", "camn", "crosstask"):
         twin = _manifest(tiny_pipeline, "train_model", f"{model}_random_context", "manifest.json")
         own = _manifest(tiny_pipeline, "train_model", model, "manifest.json")
         assert twin["params"]["train"]["context"] == "random"

@@ -37,10 +37,11 @@ def test_profile_plans(tmp_path, profile):
     two (its pre-training's, its fine-tune's), 13 training jobs, 12 decoded systems (the
     pre-training's control is not evaluated). Converged on CPU: cross-task left out
     (config/converged.yaml), so the baseline, four fine-tunes and their four controls. Both
-    add DocT's and CAMN's random-context twins (2 trainings, 2 decodes) and their decodings
-    with random and empty context (4 decodes; issue 34 items 2-3)."""
+    add every context model's random-context twin (a training and a decode each: DocT, CAMN,
+    the cache, and on the GPU cross-task) and its decodings with random and empty context (two
+    decodes each; issue 34 items 2-3)."""
     jobs = _dry_run(tmp_path, PROFILES[profile])
-    n, systems = ("15", "18") if profile == "gpu" else ("11", "15")
+    n, systems = ("17", "24") if profile == "gpu" else ("12", "18")
     assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == (n, systems, "1"), jobs
     plan = Plan(load_config(ROOT / "config" / "config.yaml",
                             *(ROOT / "config" / f for f in PROFILES[profile])))

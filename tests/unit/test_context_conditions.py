@@ -1,12 +1,13 @@
-"""Context controls (issue 34 items 2-3): which models read a per-sentence context rule (the
-plan's torch-free table against every registered model), what a random-context twin and an
-ablated decode read instead, and the refusals for models that read no such rule."""
+"""Context controls (issue 34 items 2-3): which models read context (the plan's torch-free table
+against every registered model), what a random-context twin and an ablated decode read instead
+(a swapped rule, or documents regrouped from other documents' sentences), and the refusals for
+models that read no context."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline_lib.context_conditions import CONTEXT_RULE_MODELS
+from pipeline_lib.context_conditions import CONTEXT_MODELS
 from pipeline_lib.models import MODELS, ModelConfig, build_model
 from pipeline_lib.models.inputs import (CTX_KEY, RandomSentences, SpecialIds, with_context,
                                         within_document)
@@ -21,9 +22,14 @@ def _inputs(name: str):
     return build_model(cfg).inputs(SPECIAL)
 
 
+#: the context models whose context is a per-sentence rule (the others read whole documents)
+RULE_MODELS = sorted(n for n in CONTEXT_MODELS if _inputs(n).context is not None)
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_the_plans_table_names_exactly_the_models_with_a_context_rule(name):
-    assert (_inputs(name).context is not None) == (name in CONTEXT_RULE_MODELS)
+def test_the_plans_table_names_exactly_the_models_that_read_context(name):
+    inputs = _inputs(name)
+    assert (inputs.context is not None or inputs.reads_documents) == (name in CONTEXT_MODELS)
 
 
 def _docs() -> list[list[dict]]:
@@ -32,7 +38,7 @@ def _docs() -> list[list[dict]]:
              for i in range(4)] for d in (1, 2, 3)]
 
 
-@pytest.mark.parametrize("name", sorted(CONTEXT_RULE_MODELS))
+@pytest.mark.parametrize("name", RULE_MODELS)
 def test_a_twin_reads_only_other_documents_sentences_in_the_true_amount(name):
     true, twin = _inputs(name), with_context(_inputs(name), "random", name)
     docs, twin_docs = _docs(), _docs()
@@ -52,7 +58,7 @@ def _ids(ctx) -> set[int]:
     return set(flat) - {0, 1, 2, 3}     # pad, bos, eos, unk
 
 
-@pytest.mark.parametrize("name", sorted(CONTEXT_RULE_MODELS))
+@pytest.mark.parametrize("name", RULE_MODELS)
 def test_an_empty_context_is_what_a_first_sentence_gets(name):
     empty = with_context(_inputs(name), "empty", name)
     docs = _docs()
@@ -60,10 +66,10 @@ def test_an_empty_context_is_what_a_first_sentence_gets(name):
     assert {repr(r[CTX_KEY]) for d in docs for r in d} == {repr(docs[0][0][CTX_KEY])}
 
 
-@pytest.mark.parametrize("name", sorted(set(MODELS) - CONTEXT_RULE_MODELS))
-def test_a_model_without_a_context_rule_has_no_twin_or_ablation(name):
+@pytest.mark.parametrize("name", sorted(set(MODELS) - CONTEXT_MODELS))
+def test_a_model_that_reads_no_context_has_no_twin_or_ablation(name):
     assert with_context(_inputs(name), "true", name) == _inputs(name)
-    with pytest.raises(ValueError, match=f"model '{name}' reads no per-sentence context"):
+    with pytest.raises(ValueError, match=f"model '{name}' reads no context"):
         with_context(_inputs(name), "random", name)
 
 
@@ -73,7 +79,7 @@ def test_train_context_is_one_of_the_conditions():
         TrainConfig(context="other")
 
 
-@pytest.mark.parametrize("name", sorted(CONTEXT_RULE_MODELS))
+@pytest.mark.parametrize("name", RULE_MODELS)
 def test_one_document_falls_back_to_its_own_sentences_outside_the_true_context(name):
     """A dev or test set of one document has no other document: the twin's and the ablation's
     random context is then CAMN's own condition, and ``within_document`` says so."""
@@ -86,3 +92,14 @@ def test_one_document_falls_back_to_its_own_sentences_outside_the_true_context(n
     for r, ctxs in zip(camn[0], camn_rule.contexts(camn, seed=1)[0]):
         r[CTX_KEY] = ctxs
     assert [r[CTX_KEY] for r in one[0]] == [r[CTX_KEY] for r in camn[0]]
+
+
+@pytest.mark.parametrize("name", sorted(set(CONTEXT_MODELS) - set(RULE_MODELS)))
+def test_a_document_readers_twin_reads_regrouped_documents(name):
+    """The cache and cross-task read whole documents: their random condition regroups them
+    (the loader's and the decoder's inputs say so), their empty one gives a sentence each."""
+    assert with_context(_inputs(name), "random", name).documents_from == "random"
+    assert with_context(_inputs(name), "empty", name).documents_from == "empty"
+    assert with_context(_inputs(name), "true", name) == _inputs(name)
+    twin = with_context(_inputs(name), "random", name)
+    assert within_document(twin, _docs()[:1]) and not within_document(twin, _docs())

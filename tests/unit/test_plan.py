@@ -405,15 +405,16 @@ def test_each_run_keeps_its_logs_and_benchmarks_apart():
     assert set(re.findall(r"^rule (\w+):", rules, re.M)) - {"all"} <= set(JOB_FILES)
 
 
-def test_context_twins_and_ablations_exist_for_context_rule_models_only():
-    """Issue 34 items 2-3: score.context_twins trains DocT and CAMN again with other documents'
-    context (the same job otherwise; under a plateau rule exactly the model's updates, after
-    it); score.context_ablation decodes them again with random and empty context. Each is
-    scored against its model, not against the matched control, and replicated per seed."""
+def test_context_twins_and_ablations_exist_for_context_models_only():
+    """Issue 34 items 2-3: score.context_twins trains every context model (DocT, CAMN, the
+    cache, cross-task) again with other documents' context (the same job otherwise; under a
+    plateau rule exactly the model's updates, after it); score.context_ablation decodes them
+    again with random and empty context. Each is scored against its model, not against the
+    matched control, and replicated per seed; the sentence-level models get neither."""
     rule = {"patience": 4, "min_delta": 0.01, "stop_metric": "loss"}
     on = {"score": {"context_twins": True, "context_ablation": True}}
     plan = Plan(load_config(overrides={**on, "train": rule}))
-    assert plan.twins == {"doct": "doct_random_context", "camn": "camn_random_context"}
+    assert plan.twins == {m: f"{m}_random_context" for m in ("doct", "cache", "camn", "crosstask")}
     twin, doct = plan.jobs["doct_random_context"], plan.jobs["doct"]
     assert twin.train["context"] == "random" and "context" not in doct.train
     assert {k: v for k, v in twin.train.items() if k not in ("context", "patience")} == \
@@ -421,10 +422,10 @@ def test_context_twins_and_ablations_exist_for_context_rule_models_only():
     assert (twin.model, twin.init_from, twin.data, twin.corpus) == \
         (doct.model, doct.init_from, doct.data, doct.corpus)
     assert (twin.budget_of, twin.train["patience"]) == ("doct", 0)
-    assert plan.ablations == {"doct_ctx_random": ("doct", "random"),
-                              "doct_ctx_empty": ("doct", "empty"),
-                              "camn_ctx_random": ("camn", "random"),
-                              "camn_ctx_empty": ("camn", "empty")}
+    assert plan.ablations == {f"{m}_ctx_{c}": (m, c) for m in ("doct", "cache", "camn", "crosstask")
+                              for c in ("random", "empty")}
+    # the cross-task twin fine-tunes from the same pre-trained checkpoint
+    assert plan.jobs["crosstask_random_context"].init_from == plan.jobs["crosstask"].init_from
     assert plan.systems["doct_ctx_empty"] == ("doct", "document")
     assert plan.systems["camn_random_context"] == ("camn_random_context", "document")
     assert plan.control_of("doct_ctx_random") is None
@@ -433,7 +434,8 @@ def test_context_twins_and_ablations_exist_for_context_rule_models_only():
     assert json.loads(plan.options("decode_test", model="doct"))["context"] == "true"
     against = json.loads(plan.options("score_test"))["against"]
     assert ["doct", "doct_random_context", "twin"] in against
-    assert ["camn", "camn_ctx_empty", "ctx_empty"] in against and len(against) == 6
+    assert ["camn", "camn_ctx_empty", "ctx_empty"] in against and len(against) == 12
+    assert not any(m in ("transformer", "dbsa") for m, _, _ in against)
     # without a plateau rule a twin has its model's cap, not its manifest
     capped = Plan(load_config(overrides=on))
     assert capped.jobs["doct_random_context"].budget_of is None

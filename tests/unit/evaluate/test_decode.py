@@ -303,3 +303,48 @@ def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
         scores[unit] = [r["score"] for r in table]
     if len(units) == 2:   # the sub-document changes the encoder output (global context + gate)
         assert scores["document"] != scores["sentence"]
+
+
+@pytest.mark.parametrize("name", ["cache", "crosstask"])
+def test_an_ablated_document_reader_decodes_regrouped_documents(tmp_path, doc_corpus, name,
+                                                                monkeypatch):
+    """Issue 34 item 3: under ``--context random`` the cache and cross-task translate documents
+    regrouped from other documents' sentences (no two neighbours from one document), under
+    ``empty`` one sentence a document, and every hypothesis comes back to its own sentence."""
+    import pipeline_lib.evaluate.decode as dec
+    from pipeline_lib.evaluate.decode import read_shards, translate_rows
+
+    doc_dir, _, spm_model = doc_corpus
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocab_size=sp.get_piece_size(), d_model=16, n_heads=2, d_ff=32,
+                                    enc_layers=1, dec_layers=1, dropout=0.0, max_len=64, name=name,
+                                    extras=MODEL_EXTRAS.get(name, {}))).eval()
+    rows = read_shards(doc_dir)
+    by_ids = {tuple(r["src_ids"]): r["doc_id"] for r in rows}
+    seen = {}
+    for fn in ("translate_documents", "translate_subdocuments"):
+        real = getattr(dec, fn)
+
+        def spy(model_, docs, *args, _real=real, **kw):
+            seen["docs"] = docs
+            return _real(model_, docs, *args, **kw)
+        monkeypatch.setattr(dec, fn, spy)
+    cfg = BeamConfig(beam=2, max_len_b=4, batch_size=5)
+    document_mode = name == "cache"
+    true, _ = translate_rows(model, rows, cfg, spm_model, "cpu", document_mode)
+    for condition in ("random", "empty"):
+        out, rec = translate_rows(model, rows, cfg, spm_model, "cpu", document_mode,
+                                  context=condition)
+        assert rec["context"] == condition
+        assert [(t.doc_id, t.sent_idx) for t in out] == [(t.doc_id, t.sent_idx) for t in true]
+        docs = seen["docs"]
+        strip = (lambda s: tuple(s[1:])) if name == "crosstask" else tuple   # its tag
+        owners = [[by_ids[strip(s)] for s in d] for d in docs]
+        if condition == "empty":
+            assert all(len(d) == 1 for d in docs) and len(docs) == len(rows)
+        else:
+            flat = [o for d in owners for o in d]
+            assert all(a != b for a, b in zip(flat, flat[1:]))
+            assert sorted(len(d) for d in docs) == sorted(
+                sum(1 for r in rows if r["doc_id"] == d) for d in {r["doc_id"] for r in rows})

@@ -679,3 +679,32 @@ def test_rows_cut_carries_the_rows_it_cuts_off():
     assert [len(b) for b in got] == [8, 8, 8, 6]
     assert sorted(r["i"] for b in got for r in b) == list(range(30))
     assert [len(b) for b in pack_by_tokens(rows, 30, rows_multiple=8)] == [6] * 5
+
+
+@pytest.mark.parametrize("mode", ["stream", "document"])
+def test_a_document_readers_twin_trains_on_regrouped_documents(corpus, mode):
+    """Issue 34 item 2: a random-context twin of the cache (stream) or cross-task (document)
+    reads every row once an epoch, as its model does, but in documents regrouped from other
+    documents' sentences (the same sizes, no two neighbours from one document), the same way
+    every epoch."""
+    from pipeline_lib.training.data import _document_rows
+    from pipeline_lib.training.shards import read_documents
+
+    shards, _ = corpus
+    inputs = _mode_inputs(mode)
+    cfg = LoaderConfig(max_tokens=256, seed=5, buffer_sents=100, inputs=inputs)
+    twin = replace(cfg, inputs=inputs.ablated("random"))
+    rows = lambda docs: sorted((r["doc_id"], r["sent_idx"]) for d in docs for r in d)  # noqa: E731
+    mixed = 0
+    for u in TrainLoader(shards, cfg).dataset.units():
+        true = _document_rows(read_documents(u, False), cfg, "k")
+        rand = _document_rows(read_documents(u, False), twin, "k")
+        assert [len(d) for d in rand] == [len(d) for d in true] and rows(rand) == rows(true)
+        assert rand == _document_rows(read_documents(u, False), twin, "k")
+        if len(true) > 1:
+            flat = [r["doc_id"] for d in rand for r in d]
+            assert all(a != b for a, b in zip(flat, flat[1:])), flat
+            mixed += 1
+    assert mixed
+    model_epoch = sorted(k for b in _epoch(shards, cfg) for k in _keys(b))
+    assert sorted(k for b in _epoch(shards, twin) for k in _keys(b)) == model_epoch
