@@ -35,9 +35,19 @@ class StageOptions:
 
     def train_resources(self) -> dict[str, Any]:
         """rule train_model's node count and ``gres`` (snakemake-executor-plugin-slurm's
-        sbatch --nodes and --gres: GPUs per node, "" = no GPU)."""
+        sbatch --nodes and --gres: GPUs per node, of ``cluster.gpu_model`` when set; "" = no
+        GPU)."""
         c = self.config["cluster"]
-        return {"nodes": c["nodes"], "gres": f"gpu:{c['gpus_per_node']}" if c["gpus_per_node"] else ""}
+        gpus = f"gpu:{c['gpu_model']}:{c['gpus_per_node']}" if c["gpu_model"] else \
+            f"gpu:{c['gpus_per_node']}"
+        return {"nodes": c["nodes"], "gres": gpus if c["gpus_per_node"] else ""}
+
+    def gpu_resources(self) -> dict[str, Any]:
+        """The GPU type of the rules whose GPU the profile asks for (decode_test,
+        discourse_contrastive: the plugin's ``gpu_model``, sbatch --gpus=<model>:N), from
+        ``cluster.gpu_model``; nothing when it is null (any GPU)."""
+        model = self.config["cluster"]["gpu_model"]
+        return {"gpu_model": model} if model else {}
 
     @property
     def max_requeues(self) -> int:

@@ -21,6 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIMS = ROOT / "tests" / "shims"
+#: the profile's site settings file in tests: none (a developer's own must not change them)
+NO_SITE = ROOT / "tests" / "data" / "slurm_site_none.yaml"
 
 # Rule names and shapes like the real workflow's: CPU parse shards fanned out, a GPU trainer that starts
 # through pipeline_lib.training.launch, a GPU decoder, and a local `all`.
@@ -59,11 +61,12 @@ SNAKEFILE = textwrap.dedent("""
 
 def _shim_env(state: Path) -> dict[str, str]:
     """The submit host's environment: the shims first on PATH, this checkout importable, the
-    stand-in's state in ``state``, and no SLURM_* of an enclosing job (a test run in one)."""
+    stand-in's state in ``state``, no site settings file, and no SLURM_* of an enclosing job (a
+    test run in one)."""
     env = {**os.environ,
            "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
                                     os.environ.get("PATH", "")]),
-           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state)}
+           "PYTHONPATH": str(ROOT), "FAKE_SLURM_DIR": str(state), "DOCMT_SLURM_SITE": str(NO_SITE)}
     return {k: v for k, v in env.items() if not k.startswith("SLURM_")}
 
 
@@ -133,6 +136,37 @@ def test_slurm_profile_submits_polls_and_collects_through_the_real_executor(tmp_
     # ... and each job step went through srun, as the jobstep executor does on a real cluster.
     tools = [json.loads(line)["tool"] for line in (state / "calls.jsonl").read_text().splitlines()]
     assert tools.count("srun") == 4 and "sacct" in tools
+
+
+def test_site_settings_come_from_a_file_of_ones_own(tmp_path):
+    """Issue 35 item 6: partitions and account live in the user's own file
+    ($DOCMT_SLURM_SITE, default ~/.config/docmt/slurm.yaml) that profiles/slurm reads, so a
+    clone's tracked files stay untouched; the stand-in's sbatch parses them as SLURM's does. A
+    misspelt key stops the run with the file named, nothing submitted."""
+    state = tmp_path / "fake_slurm"
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    site = tmp_path / "slurm.yaml"
+    site.write_text("cpu_partition: standard\ngpu_partition: a100q\naccount: testacct\n")
+    # the stand-in cluster has these partitions (its sbatch refuses others, as SLURM does)
+    env = {**_shim_env(state), "DOCMT_SLURM_SITE": str(site),
+           "FAKE_SLURM_PARTITIONS": "standard,a100q"}
+    cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", str(ROOT / "profiles/slurm"),
+           "--snakefile", str(tmp_path / "Snakefile"), "--directory", str(tmp_path),
+           "--slurm-init-seconds-before-status-checks", "1", "--jobs", "4", "--retries", "0"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = _sbatch_calls(state)
+    shard, train = calls["rule_parse_shard_wildcards_00000"], calls["rule_train_model"]
+    assert shard[shard.index("-p") + 1] == "standard" and train[train.index("-p") + 1] == "a100q"
+    decode = calls["rule_decode_test"]
+    assert decode[decode.index("-p") + 1] == "a100q"
+    assert all("--account=testacct" in argv or "-A testacct" in " ".join(argv)
+               for argv in calls.values()), calls
+    site.write_text("gpu_partiton: a100q\n")
+    bad = subprocess.run([*cmd, "-n"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    out = bad.stdout + bad.stderr
+    assert bad.returncode != 0 and str(site) in out and "gpu_partiton" in out, out
 
 
 def test_an_own_slurm_extra_without_the_signal_is_refused_before_submitting(tmp_path):

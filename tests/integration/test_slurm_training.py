@@ -80,7 +80,8 @@ def _snakemake(work: Path, *args: str) -> list[str]:
 def _env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOKS), str(ROOT)]),
            "PATH": os.pathsep.join([str(SHIMS), str(Path(sys.executable).parent),
-                                    os.environ["PATH"]]), **extra}
+                                    os.environ["PATH"]]),
+           "DOCMT_SLURM_SITE": str(ROOT / "tests" / "data" / "slurm_site_none.yaml"), **extra}
     for var in [v for v in env if v.startswith("SLURM_")]:
         del env[var]
     return env

@@ -450,3 +450,17 @@ def test_context_twins_and_ablations_exist_for_context_models_only():
     assert seeded.replica("doct_seed2_ctx_empty") == ("doct_ctx_empty", 2)
     assert ["doct_seed2", "doct_seed2_ctx_empty", "ctx_empty"] in \
         json.loads(seeded.options("score_test"))["against"]
+
+
+def test_the_gpu_type_is_config_beside_the_gpu_count():
+    """Issue 35 item 6: cluster.gpu_model asks SLURM for that GPU type, training with
+    --gres=gpu:<model>:<gpus_per_node>, decoding and contrastive scoring with the plugin's
+    gpu_model (--gpus=<model>:1); without it, any GPU, and a CPU training asks for none."""
+    typed = Plan(load_config(overrides={"cluster": {"gpus_per_node": 4, "gpu_model": "a100"}}))
+    assert typed.train_resources() == {"nodes": 1, "gres": "gpu:a100:4"}
+    assert typed.gpu_resources() == {"gpu_model": "a100"}
+    any_gpu = Plan(load_config(overrides={"cluster": {"gpus_per_node": 2}}))
+    assert any_gpu.train_resources()["gres"] == "gpu:2" and any_gpu.gpu_resources() == {}
+    assert Plan(load_config()).train_resources()["gres"] == ""
+    with pytest.raises(Exception, match="gpu_model"):
+        load_config(overrides={"cluster": {"gpu_model": "a100'"}})

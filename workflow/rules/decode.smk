@@ -23,6 +23,8 @@ rule decode_test:
         options=lambda wc: plan.options("decode_test", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.decode"),
     threads: 1  # small models: one thread each, several decodes side by side
+    resources:
+        **plan.gpu_resources(),  # config cluster.gpu_model (the profile asks for the GPU)
     conda:
         "../../envs/train.yaml"
     shell:

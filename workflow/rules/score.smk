@@ -100,6 +100,8 @@ rule discourse_contrastive:
     params:
         options=lambda wc: plan.options("discourse_contrastive", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.discourse"),
+    resources:
+        **plan.gpu_resources(),  # config cluster.gpu_model (the profile asks for the GPU)
     conda:
         "../../envs/score.yaml"
     shell:
