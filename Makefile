@@ -62,6 +62,7 @@ test: corpus browser
 
 lint: install
 	$(VENV)/bin/snakemake --lint
+	$(VENV)/bin/snakefmt --check Snakefile workflow/rules/
 
 dryrun: install
 	$(VENV)/bin/snakemake -n --quiet rules

@@ -1,11 +1,17 @@
 """Document-level NMT, raw corpora to a scored report. See README.md."""
 
+import os
 import sys
 
 from snakemake.utils import min_version
 
-# The rules and the planning below import pipeline_lib from this checkout.
+# The rules and the planning below import pipeline_lib from this checkout; so do the jobs
+# (`python -m pipeline_lib...`), also from a working folder outside it (`-s`/`--directory`) and
+# in a rule's conda environment, which has the dependencies but not this package.
 sys.path.insert(0, workflow.basedir)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
+)
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -56,20 +62,27 @@ include: "workflow/rules/report.smk"
 # partitions that pre-empt by CANCEL get a warning (partition_warnings). SIGTERM to this
 # Snakemake cancels the run's SLURM jobs as Ctrl-C does (pipeline_lib/cancel_on_sigterm.py).
 onstart:
-    if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+    if (
+        workflow.executor_plugin is not None
+        and workflow.executor_plugin.name == "slurm"
+    ):
         # the plugin's name for every job of this run (its executor's run_uuid), if it has one
         executor = getattr(workflow.scheduler, "_executor", None)
         cancel_on_sigterm(logger.warning, getattr(executor, "run_uuid", None))
         # PREEMPTED / NODE_FAIL jobs SLURM will not requeue fail at the next status poll
         fail_ended_jobs(executor, logger.warning)
         resources = workflow.resource_settings
-        for warning in partition_warnings(resources.default_resources,
-                                          resources.overwrite_resources):
+        for warning in partition_warnings(
+            resources.default_resources, resources.overwrite_resources
+        ):
             logger.warning(f"Warning: {warning}")
         if any(j.rule.name == "train_model" for j in workflow.dag.needrun_jobs()):
-            problem = submit_problem(resources.overwrite_resources,
-                                     bool(getattr(workflow.executor_settings, "no_requeue", False)),
-                                     resources.default_resources, plan.train_resources()["nodes"])
+            problem = submit_problem(
+                resources.overwrite_resources,
+                bool(getattr(workflow.executor_settings, "no_requeue", False)),
+                resources.default_resources,
+                plan.train_resources()["nodes"],
+            )
             if problem:
                 raise WorkflowError(problem)
 

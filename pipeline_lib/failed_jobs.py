@@ -5,6 +5,12 @@ one-line error ("train.es:12: <seg> opened here is never closed ...") would only
 ``logs/<rule>/<job>.log`` and the console would say "check log file(s)". At the end of a failed
 run this reads the jobs' log paths from Snakemake's own log ("Error in rule ...", "log: ...")
 and prints the last lines of each job log to stderr, where the person running Snakemake looks.
+
+WHY not Snakemake's ``--show-failed-logs`` alone (issue 35 item 7): it prints every line of every
+failed job's log (snakemake/logging.py ``show_logs``), and a training job's log holds thousands
+of progress and metric lines, with the error at the end; it is also off unless a profile sets
+it, and the main command (``snakemake --cores all``) reads no profile. The last lines are what
+names the file and line.
 """
 
 from __future__ import annotations

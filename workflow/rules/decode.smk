@@ -4,8 +4,6 @@ second time sentence by sentence as <model>_sent)."""
 
 
 rule decode_test:
-    wildcard_constraints:
-        model=plan.system_regex(),
     input:
         checkpoint=lambda wc: plan.checkpoint(plan.systems[wc.model][0]),
         shards=plan.results.make_shards(),
@@ -16,17 +14,19 @@ rule decode_test:
         plan.results.log("decode_test"),
     benchmark:
         plan.results.benchmark("decode_test")
+    wildcard_constraints:
+        model=plan.system_regex(),
+    conda:
+        "../../envs/train.yaml"
+    threads: 1  # small models: one thread each, several decodes side by side
+    resources:
+        **plan.gpu_resources(),  # config cluster.gpu_model (the profile asks for the GPU)
     params:
         # the test set's shards inside input.shards, and the search settings
         # (pipeline_lib.plan.options)
         shards=lambda wc: plan.decode_shards(wc.model, wc.corpus, wc.split),
         options=lambda wc: plan.options("decode_test", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.decode"),
-    threads: 1  # small models: one thread each, several decodes side by side
-    resources:
-        **plan.gpu_resources(),  # config cluster.gpu_model (the profile asks for the GPU)
-    conda:
-        "../../envs/train.yaml"
     shell:
         "python -m pipeline_lib.evaluate.decode --checkpoint {input.checkpoint:q}"
         " --shards {params.shards:q} --spm {input.spm:q}"

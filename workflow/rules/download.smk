@@ -32,12 +32,12 @@ rule download_corpus:
         manifest=plan.results.download().manifest,
     log:
         plan.results.log("download_corpus"),
+    conda:
+        "../../envs/download.yaml"
     params:
         resources=lambda w, output: Path(output.manifest).parents[2],
         options=plan.options("download_corpus"),
         code=code_hash("ingest.download"),
-    conda:
-        "../../envs/download.yaml"
     shell:
         "python -m pipeline_lib.ingest.download get --name {wildcards.download:q}"
         " --resources {params.resources:q} --options {params.options:q} > {log:q} 2>&1"
@@ -48,11 +48,11 @@ rule check_ldc:
         manifest=plan.results.check_ldc().manifest,
     log:
         plan.results.log("check_ldc"),
+    conda:
+        "../../envs/download.yaml"
     params:
         options=plan.options("check_ldc"),
         code=code_hash("ingest.download"),
-    conda:
-        "../../envs/download.yaml"
     shell:
         "python -m pipeline_lib.ingest.download check-ldc --options {params.options:q}"
         " --manifest {output.manifest:q} > {log:q} 2>&1"

@@ -13,13 +13,13 @@ rule ingest_corpus:
         plan.results.log("ingest_corpus"),
     benchmark:
         plan.results.benchmark("ingest_corpus")
+    priority: 10  # ahead of stanza: see train.smk
+    conda:
+        "../../envs/ingest.yaml"
     params:
         # the corpus's entry, ingest limits, hygiene and languages (pipeline_lib.plan.options)
         options=lambda wc: plan.options("ingest_corpus", corpus=wc.corpus),
         code=lambda wc: code_hash(*code_modules(plan.corpus_spec(wc.corpus))),
-    priority: 10   # ahead of stanza: see train.smk
-    conda:
-        "../../envs/ingest.yaml"
     shell:
         "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --options {params.options:q}"
         " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"

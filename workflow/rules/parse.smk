@@ -17,6 +17,11 @@ rule stanza_models:
         plan.results.log("stanza_models"),
     benchmark:
         plan.results.benchmark("stanza_models")
+    priority: PARSE_PRIORITY  # after the baseline's chain, before independent chains: train.smk
+    conda:
+        "../../envs/parse.yaml"
+    # one thread per language: both languages train side by side on 2 cores
+    threads: 1
     params:
         # the stanza section and the configured shared folder (pipeline_lib.plan.options), and
         # the content of its treebank files: never a path of the checkout, so a moved checkout
@@ -25,11 +30,6 @@ rule stanza_models:
         treebanks=lambda wc: plan.treebank_digest(wc.lang),
         store=plan.results.stanza_store(),
         code=code_hash("parse.stanza_models"),
-    # one thread per language: both languages train side by side on 2 cores
-    threads: 1
-    priority: PARSE_PRIORITY   # after the baseline's chain, before independent chains: train.smk
-    conda:
-        "../../envs/parse.yaml"
     shell:
         "python -m pipeline_lib.parse.stanza_models --lang {wildcards.lang:q} --options {params.options:q}"
         " --resources-dir {params.store:q}"
@@ -46,13 +46,13 @@ rule parse_shard:
         plan.results.log("parse_shard"),
     benchmark:
         plan.results.benchmark("parse_shard")
-    params:
-        options=plan.options("parse_shard"),
-        code=code_hash("parse.dependencies", "parse.stanza_models"),
-    threads: plan.parse_threads
     priority: PARSE_PRIORITY
     conda:
         "../../envs/parse.yaml"
+    threads: plan.parse_threads
+    params:
+        options=plan.options("parse_shard"),
+        code=code_hash("parse.dependencies", "parse.stanza_models"),
     shell:
         "python -m pipeline_lib.parse.dependencies shard --docs {input.docs:q}"
         " --side {wildcards.side} --model {input.model:q} --shard {wildcards.shard}"
@@ -71,13 +71,13 @@ rule parse_corpus:
         plan.results.log("parse_corpus"),
     benchmark:
         plan.results.benchmark("parse_corpus")
+    priority: PARSE_PRIORITY
+    conda:
+        "../../envs/parse.yaml"
     params:
         src=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "src")),
         tgt=lambda wc: " ".join(plan.parse_shard_dirs(wc.corpus, "tgt")),
         code=code_hash("parse.dependencies", "parse.stanza_models"),
-    priority: PARSE_PRIORITY
-    conda:
-        "../../envs/parse.yaml"
     shell:
         "python -m pipeline_lib.parse.dependencies merge --src-shards {params.src}"
         " --tgt-shards {params.tgt} --out-dir $(dirname {output.src:q}) > {log:q} 2>&1"

@@ -18,13 +18,13 @@ rule train_bpe:
         plan.results.log("train_bpe"),
     benchmark:
         plan.results.benchmark("train_bpe")
+    priority: 10  # ahead of stanza (only DBSA's data waits for it): see train.smk
+    conda:
+        "../../envs/preprocess.yaml"
+    threads: 1
     params:
         options=plan.options("train_bpe"),
         code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
-    threads: 1
-    priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
-    conda:
-        "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.bpe train --docs {input.docs:q}"
         " --out-dir $(dirname {output.model:q})"
@@ -41,12 +41,12 @@ rule encode_bpe:
         plan.results.log("encode_bpe"),
     benchmark:
         plan.results.benchmark("encode_bpe")
-    params:
-        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
-    threads: 1
-    priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
+    priority: 10  # ahead of stanza (only DBSA's data waits for it): see train.smk
     conda:
         "../../envs/preprocess.yaml"
+    threads: 1
+    params:
+        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     shell:
         "python -m pipeline_lib.preprocess.bpe encode --docs {input.docs:q} --model {input.model:q}"
         " --out-dir $(dirname {output.encoded:q}) --threads {threads} > {log:q} 2>&1"
@@ -68,12 +68,12 @@ rule encode_heads:
         plan.results.log("encode_heads"),
     benchmark:
         plan.results.benchmark("encode_heads")
-    params:
-        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
-    threads: 1   # beside the training jobs: see train.smk
     priority: PARSE_PRIORITY
     conda:
         "../../envs/preprocess.yaml"
+    threads: 1  # beside the training jobs: see train.smk
+    params:
+        code=code_hash("preprocess.bpe", "preprocess.subword_heads"),
     shell:
         "python -m pipeline_lib.preprocess.bpe encode --docs {input.docs:q} --model {input.model:q}"
         " --parse-src {input.src:q} --parse-tgt {input.tgt:q}"
@@ -89,12 +89,12 @@ rule make_head_shards:
         plan.results.log("make_head_shards"),
     benchmark:
         plan.results.benchmark("make_head_shards")
-    params:
-        options=plan.options("make_head_shards"),
-        code=code_hash("preprocess.shards"),
     priority: PARSE_PRIORITY
     conda:
         "../../envs/preprocess.yaml"
+    params:
+        options=plan.options("make_head_shards"),
+        code=code_hash("preprocess.shards"),
     shell:
         "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded:q} --tasks sent"
         " --require-heads"
@@ -111,12 +111,12 @@ rule noise_docs:
         plan.results.log("noise_docs"),
     benchmark:
         plan.results.benchmark("noise_docs")
+    priority: 10  # ahead of stanza (only DBSA's data waits for it): see train.smk
+    conda:
+        "../../envs/preprocess.yaml"
     params:
         options=plan.options("noise_docs"),
         code=code_hash("preprocess.noise"),
-    priority: 10   # ahead of stanza (only DBSA's data waits for it): see train.smk
-    conda:
-        "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.noise --encoded {input.encoded:q} --model {input.model:q}"
         " --out-dir $(dirname {output.restore:q}) --options {params.options:q} > {log:q} 2>&1"
@@ -134,12 +134,12 @@ checkpoint make_shards:
         plan.results.log("make_shards"),
     benchmark:
         plan.results.benchmark("make_shards")
-    params:
-        options=plan.options("make_shards"),
-        code=code_hash("preprocess.shards", "preprocess.bpe", "preprocess.noise"),
     priority: 10
     conda:
         "../../envs/preprocess.yaml"
+    params:
+        options=plan.options("make_shards"),
+        code=code_hash("preprocess.shards", "preprocess.bpe", "preprocess.noise"),
     shell:
         "python -m pipeline_lib.preprocess.shards make --encoded {input.encoded:q}"
         " --restore {input.restore:q} --out-dir {output.shards:q} --options {params.options:q}"
@@ -151,9 +151,9 @@ rule verify_shards:
     input:
         lambda wc: sorted(
             str(p)
-            for p in Path(checkpoints.make_shards.get(corpus=wc.corpus).output.shards).glob(
-                "*/*/*.parquet"
-            )
+            for p in Path(
+                checkpoints.make_shards.get(corpus=wc.corpus).output.shards
+            ).glob("*/*/*.parquet")
         ),
     output:
         manifest=plan.results.verify_shards().manifest,
@@ -161,11 +161,11 @@ rule verify_shards:
         plan.results.log("verify_shards"),
     benchmark:
         plan.results.benchmark("verify_shards")
+    conda:
+        "../../envs/preprocess.yaml"
     params:
         root=lambda wc: plan.results.make_shards(wc.corpus),
         code=code_hash("preprocess.shards"),
-    conda:
-        "../../envs/preprocess.yaml"
     shell:
         "python -m pipeline_lib.preprocess.shards verify --shard-dir {params.root:q}"
         " --out {output.manifest:q} > {log:q} 2>&1"

@@ -1,5 +1,6 @@
 """The final report (pipeline_lib.evaluate.report): rebuilt whenever a score, curve, manifest or
-benchmark changes. It reads only the files named here (plan.report_inputs / plan.report_args)."""
+benchmark changes. It reads only the files named here (plan.report_inputs / plan.report_args).
+"""
 
 from pipeline_lib.codehash import code_hash
 
@@ -8,11 +9,13 @@ OUT = plan.results.report()
 
 rule report:
     input:
+        **plan.report_inputs(),
         scores=plan.results.score_test().scores,
         consistency=plan.results.discourse_consistency().consistency,
-        contrastive=[plan.results.discourse_contrastive(m).contrastive
-                     for m in (plan.models if plan.suites else [])],
-        **plan.report_inputs(),
+        contrastive=[
+            plan.results.discourse_contrastive(m).contrastive
+            for m in (plan.models if plan.suites else [])
+        ],
     output:
         html=report(OUT.html, caption="../report/index.rst", category="Report"),
         md=report(OUT.md, caption="../report/markdown.rst", category="Report"),
@@ -22,6 +25,8 @@ rule report:
         manifest=OUT.manifest,
     log:
         plan.results.log("report"),
+    conda:
+        "../../envs/score.yaml"
     params:
         contrastive=lambda w, input: " ".join(
             f"--contrastive {m} {p}" for m, p in zip(plan.models, input.contrastive)
@@ -30,8 +35,6 @@ rule report:
         # the title, suites and the validated config (its hash is the run's)
         options=plan.options("report"),
         code=code_hash("evaluate.report.__main__"),
-    conda:
-        "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.report --scores {input.scores:q}"
         " --consistency {input.consistency:q} {params.contrastive}"

@@ -28,14 +28,14 @@ rule score_test:
         plan.results.log("score_test"),
     benchmark:
         plan.results.benchmark("score_test")
+    conda:
+        "../../envs/score.yaml"
     params:
         args=plan.test_set_args(),
         # statistics, the baseline, matched controls and, with several seeds, which system is
         # which seed's run (pipeline_lib.plan.options)
         options=plan.options("score_test"),
         code=code_hash("evaluate.score"),
-    conda:
-        "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --options {params.options:q}"
         " --output {output.scores:q} --text-dir {output.text:q} > {log:q} 2>&1"
@@ -51,12 +51,12 @@ rule discourse_consistency:
         plan.results.log("discourse_consistency"),
     benchmark:
         plan.results.benchmark("discourse_consistency")
+    conda:
+        "../../envs/score.yaml"
     params:
         args=plan.test_set_args(),
         options=plan.options("discourse_consistency"),
         code=code_hash("evaluate.discourse"),
-    conda:
-        "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.discourse consistency {params.args}"
         " --options {params.options:q}"
@@ -74,13 +74,13 @@ rule context_cxmi:
         plan.results.log("context_cxmi"),
     benchmark:
         plan.results.benchmark("context_cxmi")
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
     params:
         shards=lambda wc: plan.decode_shards(wc.model, wc.corpus, wc.split),
         options=lambda wc: plan.options("context_cxmi", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.cxmi"),
-    threads: 1
-    conda:
-        "../../envs/train.yaml"
     shell:
         "python -m pipeline_lib.evaluate.cxmi --checkpoint {input.checkpoint:q}"
         " --shards {params.shards:q} --spm {input.spm:q} --output {output.cxmi:q}"
@@ -97,13 +97,13 @@ rule discourse_contrastive:
         plan.results.log("discourse_contrastive"),
     benchmark:
         plan.results.benchmark("discourse_contrastive")
+    conda:
+        "../../envs/score.yaml"
+    resources:
+        **plan.gpu_resources(),  # config cluster.gpu_model (the profile asks for the GPU)
     params:
         options=lambda wc: plan.options("discourse_contrastive", model=wc.model),
         code=lambda wc: plan.model_code(wc.model, "evaluate.discourse"),
-    resources:
-        **plan.gpu_resources(),  # config cluster.gpu_model (the profile asks for the GPU)
-    conda:
-        "../../envs/score.yaml"
     shell:
         "python -m pipeline_lib.evaluate.discourse contrastive --checkpoint {input.checkpoint:q}"
         " --options {params.options:q}"

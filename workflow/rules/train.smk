@@ -1,23 +1,26 @@
 """Every model of `models`, trained by pipeline_lib.training.train (started by
 pipeline_lib.training.launch) with the two-step recipes of the papers (config model_settings:
-init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan/training.py)."""
-
+init_from / freeze / data / aux); the jobs come from plan.jobs (pipeline_lib/plan/training.py).
+"""
 
 from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
 
 try:
-    TRAIN_SLURM_EXTRA = train_slurm_extra(workflow.resource_settings.overwrite_resources)
+    TRAIN_SLURM_EXTRA = train_slurm_extra(
+        workflow.resource_settings.overwrite_resources
+    )
 except ValueError as e:
     raise WorkflowError(str(e)) from None
 
 
 rule train_model:
-    wildcard_constraints:
-        model=plan.job_regex(),
     input:
-        shards=lambda wc: plan.shard_root(plan.jobs[wc.model].corpus, plan.jobs[wc.model].data),
-        dev_shards=lambda wc: plan.shard_root(plan.jobs[wc.model].dev_corpus,
-                                              plan.jobs[wc.model].data),
+        shards=lambda wc: plan.shard_root(
+            plan.jobs[wc.model].corpus, plan.jobs[wc.model].data
+        ),
+        dev_shards=lambda wc: plan.shard_root(
+            plan.jobs[wc.model].dev_corpus, plan.jobs[wc.model].data
+        ),
         aux_shards=lambda wc: plan.aux_inputs(wc.model),
         # a matched control runs after the job whose updates it copies (its manifest)
         budget=lambda wc: plan.budget_inputs(wc.model),
@@ -35,19 +38,28 @@ rule train_model:
         plan.results.log("train_model"),
     benchmark:
         plan.results.benchmark("train_model")
-    params:
-        # {"model": model_sizes[size] + registry name + extras, "train": the train section with this
-        # job's overrides}; only this job's settings, so editing another model's settings does
-        # not rerun it. The trainer takes vocab_size from the BPE model. WHY wildcards only:
-        # Snakemake leaves params functions of `input` out of its params rerun trigger.
-        cfg=lambda wc: plan.jobs[wc.model].config_json(),
-        data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
-        aux=lambda wc: plan.aux_flag(wc.model),
-        budget=lambda wc: plan.budget_flag(wc.model),
-        out_dir=lambda wc: plan.results.train_dir(wc.model),
-        # the launcher's: nodes and GPUs per node (pipeline_lib.plan.options)
-        options=plan.options("train_model"),
-        code=lambda wc: plan.train_code(wc.model),
+    wildcard_constraints:
+        model=plan.job_regex(),
+    # When cores are scarce the baseline's chain (baseline -> fine-tunes -> decoding, the
+    # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
+    # (cross-task and its controls): plan.train_priority.
+    priority: lambda wc: plan.train_priority(wc.model)
+    # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption, time limit): a retry (or SLURM's
+    # requeue) resumes from checkpoints/last. A run that finished is never continued: a job
+    # Snakemake reruns (--forcerun, new parameters, code or inputs) trains from scratch
+    # (pipeline_lib/training/resume.py).
+    # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
+    # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
+    # fails and a new one is submitted.
+    # Elsewhere the profile's `retries` (None: Snakemake's --retries, so a job the launcher
+    # refuses is submitted 1 + retries times, not more).
+    retries: 0 if workflow.remote_exec else None
+    conda:
+        "../../envs/train.yaml"
+    # config cluster.train_threads (64: what Snakemake lowers to --cores); under SLURM the
+    # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
+    # The launcher shares them among the node's processes (OMP_NUM_THREADS).
+    threads: plan.train_threads
     # The job's shape comes from config cluster alone (profiles/slurm adds partition, memory,
     # time): `nodes` and `gres` are snakemake-executor-plugin-slurm's sbatch --nodes and --gres,
     # GPUs per node (its `gpu` would be --gpus, a total that the nodes share); "" = no GPU.
@@ -68,26 +80,19 @@ rule train_model:
         # (pipeline_lib/training/time_limit.py); the warning tells that SIGTERM from others'
         max_requeues=plan.max_requeues,
         signal_warning_s=signal_warning_s(TRAIN_SLURM_EXTRA),
-    # config cluster.train_threads (64: what Snakemake lowers to --cores); under SLURM the
-    # profile's set-threads gives the real CPUs per node (workflow.cores there is the job count).
-    # The launcher shares them among the node's processes (OMP_NUM_THREADS).
-    threads: plan.train_threads
-    # When cores are scarce the baseline's chain (baseline -> fine-tunes -> decoding, the
-    # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
-    # (cross-task and its controls): plan.train_priority.
-    priority: lambda wc: plan.train_priority(wc.model)
-    # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption, time limit): a retry (or SLURM's
-    # requeue) resumes from checkpoints/last. A run that finished is never continued: a job
-    # Snakemake reruns (--forcerun, new parameters, code or inputs) trains from scratch
-    # (pipeline_lib/training/resume.py).
-    # Only the Snakemake that submits jobs retries: inside a SLURM job (remote mode) a retry would
-    # restart the trainer in the allocation that is about to end (--signal=TERM@120), so the job
-    # fails and a new one is submitted.
-    # Elsewhere the profile's `retries` (None: Snakemake's --retries, so a job the launcher
-    # refuses is submitted 1 + retries times, not more).
-    retries: 0 if workflow.remote_exec else None
-    conda:
-        "../../envs/train.yaml"
+    params:
+        # {"model": model_sizes[size] + registry name + extras, "train": the train section with this
+        # job's overrides}; only this job's settings, so editing another model's settings does
+        # not rerun it. The trainer takes vocab_size from the BPE model. WHY wildcards only:
+        # Snakemake leaves params functions of `input` out of its params rerun trigger.
+        cfg=lambda wc: plan.jobs[wc.model].config_json(),
+        data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
+        aux=lambda wc: plan.aux_flag(wc.model),
+        budget=lambda wc: plan.budget_flag(wc.model),
+        out_dir=lambda wc: plan.results.train_dir(wc.model),
+        # the launcher's: nodes and GPUs per node (pipeline_lib.plan.options)
+        options=plan.options("train_model"),
+        code=lambda wc: plan.train_code(wc.model),
     # `exec`: the launcher, then the trainer, replaces this shell, so the SIGTERM that SLURM sends
     # to every process of the job step reaches the trainer alone (a shell would die at once, the
     # in-job Snakemake would report the job dead and end the step mid-save) and Snakemake sees
