@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +52,12 @@ from pipeline_lib.documents import split_document
 log = logging.getLogger(__name__)
 
 
+def progress_interval() -> float:
+    """Seconds between progress lines (tqdm, with its rate and time left): every second on a
+    terminal, every 30 s into a job's log file, which a person reads with ``tail``."""
+    return 1.0 if sys.stderr.isatty() else 30.0
+
+
 def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], cfg: BeamConfig,
                         device: torch.device | str = "cpu", contexts: Sequence | None = None,
                         inputs: ModelInputs = ModelInputs(),
@@ -61,7 +68,7 @@ def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], c
     order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     out: list[list[Hypothesis]] = [[] for _ in srcs]
     for start in tqdm(range(0, len(order), cfg.batch_size), desc="translate", unit="batch",
-                      disable=not progress):
+                      disable=not progress, mininterval=progress_interval()):
         idx = order[start:start + cfg.batch_size]
         batch = source_batch([srcs[i] for i in idx])
         if contexts is not None:
@@ -96,7 +103,8 @@ def translate_subdocuments(model: torch.nn.Module, documents: Sequence[Sequence[
             for i in range(a, b):
                 out[d][i] = next(found)
 
-    for sub in tqdm(subs, desc="translate", unit="sub-document", disable=not progress):
+    for sub in tqdm(subs, desc="translate", unit="sub-document", disable=not progress,
+                    mininterval=progress_interval()):
         if group and sum(b - a for _, a, b in group) + sub[2] - sub[1] > cfg.batch_size:
             run(group)
             group = []
@@ -130,7 +138,7 @@ def translate_documents(model: torch.nn.Module, documents: Sequence[Sequence[Seq
     out: list[list[list[Hypothesis]]] = [[[] for _ in doc] for doc in documents]
     size = DOC_LANES * cfg.batch_size
     bar = tqdm(total=sum(map(len, documents)), desc="translate", unit="sentence",
-               disable=not progress)
+               disable=not progress, mininterval=progress_interval())
     for start in range(0, len(order), size):
         group = [documents[d] for d in order[start:start + size]]
         model.start_documents(len(group))
@@ -272,7 +280,7 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
 
 def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
                 output: Path, device: str, document_mode: bool, unit: str = "document",
-                seed: int = 1, context: str = "true") -> dict:
+                seed: int = 1, context: str = "true", progress: bool = False) -> dict:
     """Translate ``rows`` (:func:`translate_rows`) and write the hypothesis Parquet (columns
     doc_id, sent_idx, hyp, score, and nbest when ``cfg.nbest`` > 1); returns the speed/count
     record."""
@@ -280,7 +288,7 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
     import pyarrow.parquet as pq
 
     translations, record = translate_rows(model, rows, cfg, spm_path, device, document_mode,
-                                          unit, seed, context=context)
+                                          unit, seed, progress, context)
     cols: dict[str, list] = {"doc_id": [t.doc_id for t in translations],
                              "sent_idx": pa.array([t.sent_idx for t in translations], pa.int32()),
                              "hyp": [t.hyps[0] for t in translations],
@@ -343,8 +351,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     log.info("decoding %d sentences with %s (%d parameters)", len(rows), model_cfg.name, model.num_parameters())
     # the training seed, so a context rule that draws at random draws what training drew
     seed = training_seed(a.checkpoint)
+    # progress with its rate and time left in the job's log (progress_interval)
     manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,
-                                  a.unit, seed, a.context)
+                                  a.unit, seed, a.context, progress=True)
     manifest.extra["model"] = model_cfg.to_dict()
     manifest.write(a.manifest or a.output.with_name(f"{a.output.stem}.{MANIFEST_FILE}"))
     log.info("%s", manifest.counts)

@@ -40,6 +40,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -257,11 +258,39 @@ def read_gold(path: Path) -> list[dict[str, list]]:
 
 # --------------------------------------------------------------------------- training
 
+#: stanza's trainers log ``Finished STEP 40/500, loss = ... (0.213 sec/batch), lr: ...``
+STANZA_STEP = re.compile(r"Finished STEP (\d+)/(\d+), .*\(([\d.]+) sec/batch\)")
+#: seconds between the time-left lines added to a trainer's output
+PROGRESS_EVERY_S = 30.0
+
+
+def time_left(line: str) -> str | None:
+    """``step 40/500, about 98 s left`` from a stanza trainer's step line (its own sec/batch
+    times the steps to go; evaluation passes come on top), else None."""
+    m = STANZA_STEP.search(line)
+    if not m:
+        return None
+    step, total, per_batch = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    return f"step {step}/{total}, about {max(0, total - step) * per_batch:.0f} s left"
+
+
 def _run_trainer(module: str, args: list[str], threads: int) -> None:
+    """Run one of stanza's trainers, its output passed through to this job's log with a line
+    of the time left every ``PROGRESS_EVERY_S`` (stanza logs steps, not an ETA)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     cmd = [sys.executable, "-m", module, *args]
     log.info("running %s", " ".join(cmd))
-    subprocess.run(cmd, check=True, env=env, stdout=sys.stderr, stderr=sys.stderr)
+    name, last = module.rsplit(".", 1)[-1], time.monotonic()
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            left = time_left(line)
+            if left and time.monotonic() - last >= PROGRESS_EVERY_S:
+                log.info("stanza %s: %s", name, left)
+                last = time.monotonic()
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
 def train_models(lang: str, treebank_dir: Path, tb: Treebank, out_dir: Path, settings: TrainSettings,

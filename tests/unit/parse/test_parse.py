@@ -135,3 +135,14 @@ def test_unreadable_docs_is_a_clear_error(tmp_path, caplog):
                  "--out-dir", str(tmp_path / "o")])
     assert rc == 2
     assert f"{bad}: cannot read document Parquet" in caplog.text
+
+
+def test_stanza_trainer_progress_gives_the_time_left():
+    """Issue 35 item 6: stanza's trainers log steps and seconds per batch, not an ETA; the job's
+    log gets one from their own step lines (the line format of stanza's tagger.py/parser.py)."""
+    from pipeline_lib.parse.stanza_models import time_left
+
+    line = ("2026-11-29 15:00:01 INFO: Finished STEP 40/500, loss = 1.234567 (0.200 sec/batch), "
+            "lr: 0.003000")
+    assert time_left(line) == "step 40/500, about 92 s left"
+    assert time_left("Evaluating on dev set...") is None
