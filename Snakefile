@@ -1,6 +1,6 @@
 """Document-level NMT, raw corpora to a scored report. See README.md."""
 
-import os
+import shlex
 import sys
 
 from snakemake.utils import min_version
@@ -9,8 +9,9 @@ from snakemake.utils import min_version
 # (`python -m pipeline_lib...`), also from a working folder outside it (`-s`/`--directory`) and
 # in a rule's conda environment, which has the dependencies but not this package.
 sys.path.insert(0, workflow.basedir)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
+# (the prefix is formatted like a shell command: {{ }} for the shell's braces)
+shell.prefix(
+    f"export PYTHONPATH={shlex.quote(workflow.basedir)}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
 )
 
 from snakemake.exceptions import WorkflowError

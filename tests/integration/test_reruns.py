@@ -193,13 +193,16 @@ def test_moved_checkout_and_run_plan_nothing(moved):
 
 
 def test_edited_model_reruns_its_chain_only(moved):
-    """models/cache.py: the cache job, its decodings and the evaluation; not the baseline, the
-    other models or the controls (each training job hashes its own model's module)."""
+    """models/cache.py: the cache job and its random-context twin (the same model), their
+    decodings, the cache's ablated decodings and the evaluation; not the baseline, the other
+    models or the controls (each training job hashes its own model's module)."""
     root, work = moved
     _edit(root, "models/cache.py")
-    assert planned_in(root, work) == ({("train_model", "model=cache")}
-                                      | _decodings(work, "cache") | _cxmi(work, "cache")
-                                      | EVALUATION)
+    assert planned_in(root, work) == ({("train_model", "model=cache"),
+                                       ("train_model", "model=cache_random_context")}
+                                      | _decodings(work, "cache", "cache_random_context",
+                                                   "cache_ctx_random", "cache_ctx_empty")
+                                      | _cxmi(work, "cache") | EVALUATION)
 
 
 def test_edited_reader_reruns_its_corpora_only(moved):
