@@ -340,15 +340,15 @@ def test_a_preemption_slurm_does_not_requeue_fails_at_the_next_poll_and_is_retri
                   FAKE_SLURM_PREEMPT_MODE="CANCEL") as proc:
         _wait_for_train_record(work / "results/train_model/transformer/metrics.jsonl", proc)
         job = _only_job(state)
-        polls = len(_calls(state, "sacct")) + len(_calls(state, "squeue"))
         _preempt(state, job, "CANCEL")
         assert _job(state, job)["state"] == "PREEMPTED"
-        # the next poll sees it: a second job is submitted (its interval, not a fixed sleep)
+        # the next poll sees it (the console line below names the job): a second job is
+        # submitted. Not counted in sacct calls: a poll already under way when the job was
+        # pre-empted reads the new state with a call recorded before it (a race seen once)
         deadline = time.time() + 180
         while len(_calls(state, "sbatch")) < 2 and time.time() < deadline:
             time.sleep(1)
         assert len(_calls(state, "sbatch")) == 2, "the pre-empted job was not retried"
-        assert len(_calls(state, "sacct")) + len(_calls(state, "squeue")) > polls
         out, _ = proc.communicate(timeout=600)
     log = (work / "logs/train_model/transformer.log").read_text()
     assert proc.returncode == 0, out[-3000:] + log[-3000:]
