@@ -42,6 +42,28 @@ def _paths(value: object, place: str) -> list[tuple[str, str]]:
     return []
 
 
+def matching_files(pattern: str) -> list[str]:
+    """The files a configured path names: itself when it exists (a literal ``[`` or ``*`` in a
+    real name, e.g. ``talks[2019].en``, is not read as a glob), else the files it matches as a
+    glob, sorted. Empty when nothing matches."""
+    if os.path.exists(pattern) or not glob.has_magic(pattern):
+        return [pattern]
+    return sorted(glob.glob(pattern))
+
+
+def no_match_reason(pattern: str) -> str:
+    """Why a glob matches no file, where the file system can say: its folder is one this user
+    may not read (a listing then looks empty), or a ``[...]`` in it was a set, not text."""
+    folder = os.path.dirname(pattern) or "."
+    if not glob.has_magic(folder) and os.path.isdir(folder) and not os.access(
+            folder, os.R_OK | os.X_OK):
+        return f"glob matches no file: permission denied reading the folder {folder}"
+    if "[" in pattern:
+        return ("glob matches no file ([...] matches one character of a set; a literal [ is "
+                "written [[])")
+    return "glob matches no file"
+
+
 def distinct_files(split_specs: dict, path_keys: set[str]) -> None:
     """Refuse a file that two places of ``split_specs`` (``spec["splits"]``) name, whether in
     one split or in two; ``path_keys`` are the keys that hold paths. A glob stands for the files
@@ -52,8 +74,7 @@ def distinct_files(split_specs: dict, path_keys: set[str]) -> None:
             continue
         for key in sorted(k for k in sub if k in path_keys):
             for place, pattern in _paths(sub[key], f"splits.{split}.{key}"):
-                matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-                for path in matched:
+                for path in matching_files(pattern):
                     real = os.path.realpath(path)
                     where = place if path == pattern else f"{place} ({pattern})"
                     if real in first:

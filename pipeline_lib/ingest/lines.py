@@ -38,7 +38,6 @@ stay: Persian and Indic spelling needs them.
 from __future__ import annotations
 
 import codecs
-import glob
 import gzip
 import logging
 import os
@@ -55,7 +54,7 @@ from typing import IO, Iterable, Iterator
 from pipeline_lib.ingest.reasons import IngestReason, IngestRepair
 from pipeline_lib.tables import Split
 from pipeline_lib.ingest import InputError, Limits, SpecError
-from pipeline_lib.ingest.identity import distinct_files
+from pipeline_lib.ingest.identity import distinct_files, matching_files, no_match_reason
 from pipeline_lib.tables import Rejected, Sentence
 
 STAGE = "ingest"
@@ -194,6 +193,40 @@ def _share(lines: list, match) -> float:
     return sum(1 for ln in lines if match(ln)) / max(len(lines), 1)
 
 
+def _mixed_encodings(text: bytes, encoding: str) -> str | None:
+    """Advice for text whose lines are partly ``encoding`` beyond ASCII and partly not (two
+    sources concatenated): converting the whole file would corrupt the good lines, so the advice
+    is to convert the others only. None when the lines are not of both kinds."""
+    good = bad = 0
+    other: str | None = None
+    for line in text.splitlines():
+        if line.isascii():
+            continue
+        try:
+            line.decode(encoding)
+            good += 1
+        except UnicodeDecodeError:
+            bad += 1
+            other = other or next((e for e in COMMON_ENCODINGS if codecs.lookup(e).name
+                                   != encoding and _decodes(line, e)), None)
+    if not (good and bad):
+        return None
+    other_name = other or "another encoding"
+    return (f"mixed encodings: of the lines of its first {len(text)} bytes beyond ASCII, {good} "
+            f"are {encoding} and {bad} are not (they decode as {other_name}): converting the "
+            "whole file would corrupt the good lines; convert only the others (keep each line "
+            f"that decodes as {encoding}, re-encode the rest from {other_name}), or fix the "
+            "source that added them")
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def diagnose(path: str, encoding: str = "utf-8") -> str:
     """What a mostly quarantined file's first bytes look like: compressed (magic bytes), zero-
     filled, text in another encoding (the common ones that decode it), tab-separated columns, or
@@ -213,6 +246,8 @@ def diagnose(path: str, encoding: str = "utf-8") -> str:
                 "preallocated or interrupted download? Fetch it again")
     text = head[:head.rfind(b"\n") + 1] or head   # whole lines: no character cut in two
     read_as = codecs.lookup(encoding).name
+    if mixed := _mixed_encodings(text, read_as):
+        return mixed
     try:
         text.decode(read_as)
     except UnicodeDecodeError:   # stray bad bytes are not another encoding: name one that fits all
@@ -377,9 +412,9 @@ def expand(pattern: str | list[str]) -> list[str]:
     """
     files: list[str] = []
     for p in [pattern] if isinstance(pattern, str) else pattern:
-        matched = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
+        matched = matching_files(p)
         if not matched:
-            raise InputError(p, None, "glob matches no file")
+            raise InputError(p, None, no_match_reason(p))
         files.extend(matched)
     return files
 

@@ -38,9 +38,9 @@ from typing import Iterator
 
 from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import InputError, Limits, SpecError
-from pipeline_lib.ingest.lines import (PATH, TEXT, Line, Segment, emit_document, file_label,
-                                       read_lines, reject, reject_all, reject_sides, splits,
-                                       text_of)
+from pipeline_lib.ingest.lines import (PATH, TEXT, Line, Segment, diagnose, emit_document,
+                                       file_label, read_lines, reject, reject_all,
+                                       reject_sides, splits, text_of)
 from pipeline_lib.tables import Rejected, Sentence
 
 KEYS, REQUIRED = {"src": PATH, "tgt": PATH, "docids": PATH, "doc_separator": TEXT}, ("src", "tgt")
@@ -156,7 +156,16 @@ def read_separated(corpus: str, split: str, sub: dict, limits: Limits) -> Iterat
         _, n_src, n_tgt = held
         raise InputError(src_path, None, f"has {n_src} lines but {tgt_path} has {n_tgt}, and "
                                          f"neither has a document separator ({sep!r}) to realign "
-                                         "them: the files must be line-aligned")
+                                         "them: the files must be line-aligned"
+                                         + side_diagnoses(src_path, tgt_path))
+
+
+def side_diagnoses(*paths: str) -> str:
+    """What is wrong with a side whose line count differs, where its bytes tell (compressed,
+    zero-filled, another or mixed encodings: ``lines.diagnose``), so a gzip side is called that,
+    as it is when read alone; "" when neither side looks wrong."""
+    found = [f"{p}: {d}" for p in paths if not (d := diagnose(p)).startswith("its bytes look")]
+    return "; " + "; ".join(found) if found else ""
 
 
 def _unpaired(corpus: str, doc_id: str, src: list[Line], src_path: str, tgt: list[Line],

@@ -44,7 +44,29 @@ def parts(spec: dict) -> list[dict]:
     for p in items:
         if p.get("reader") == READER:
             raise SpecError("a part of a union cannot be a union")
+    _no_release_twice(items)
     return items
+
+
+def _no_release_twice(items: list[dict]) -> None:
+    """Refuse a file that two parts read: the same release listed twice would quarantine every
+    document of the later part as a duplicate, and the mostly-quarantined check would then
+    blame that file's bytes."""
+    import os
+
+    from pipeline_lib.ingest.identity import matching_files
+
+    first: dict[str, int] = {}
+    for index, p in enumerate(items, 1):
+        module = reader_module(p.get("reader"))
+        patterns = [x for f in module.input_files(p) for x in (f if isinstance(f, list) else [f])]
+        for pattern in patterns:
+            for path in matching_files(pattern):
+                real = os.path.realpath(path)
+                if first.get(real, index) != index:
+                    raise SpecError(f"{path} is read by part {first[real]} and part {index} of "
+                                    "the union: a release listed twice? List each release once")
+                first[real] = index
 
 
 def input_files(spec: dict) -> list[str]:

@@ -36,11 +36,28 @@ def test_parts_are_read_in_order_into_one_corpus(tmp_path):
     assert json.loads((tmp_path / "manifest.json").read_text())["counts"]["kept"] == 15
 
 
-def test_a_document_of_an_earlier_part_is_a_duplicate():
-    """Ids are the parts' own (``part1/...``, ``part2/...``), so the repeat is found by content."""
-    kept, bad = run({"reader": "union", "parts": [GALE, GALE]}, WIDE)
+def test_a_document_of_an_earlier_part_is_a_duplicate(tmp_path):
+    """Ids are the parts' own (``part1/...``, ``part2/...``), so the repeat is found by content:
+    here a copy of the GALE releases in another folder."""
+    import shutil
+
+    for r in ("LDC2009T15", "LDC2010T03"):
+        shutil.copytree(LDC / r, tmp_path / r)
+    copy = {"reader": "gale_tdf", "splits": {"train": {
+        "src": [str(tmp_path / r / "data" / "source" / "*.tdf") for r in ("LDC2009T15", "LDC2010T03")],
+        "tgt": [str(tmp_path / r / "data" / "translation" / "*.tdf")
+                for r in ("LDC2009T15", "LDC2010T03")]}}}
+    kept, bad = run({"reader": "union", "parts": [GALE, copy]}, WIDE)
     assert len(kept) == 10 and reasons(bad) == {"duplicate_doc_content": 10}
     assert {r.doc_id.split("/")[0] for r in bad} == {"part2"}
+
+
+def test_the_same_release_listed_twice_is_refused_by_name():
+    """Issue 36 item 6: the same files in two parts are a listing mistake, said as one (they used
+    to be quarantined whole, and the mostly-quarantined check blamed the file's bytes)."""
+    with pytest.raises(SpecError, match=r"LDC2009T15/data/source/\S+\.tdf is read by part 1 and "
+                                        r"part 2 of the union: a release listed twice"):
+        run({"reader": "union", "parts": [GALE, GALE]}, WIDE)
 
 
 def test_an_empty_split_is_an_error_only_if_no_part_fills_it(tmp_path):
