@@ -65,21 +65,13 @@ class Updater:
         self.sched = build_scheduler(self.opt, WARMUP)
 
     def update(self, batch: Batch) -> None:
-        self.opt.zero_grad(set_to_none=True)
-        with autocast(self.device):
-            out = self.step_fn(batch)
-        logits, aux = (out, None) if isinstance(out, torch.Tensor) else (out.logits, out.aux_loss)
-        loss, _, n = label_smoothed_nll(logits, batch.tgt_out, 0.1)
-        if aux is not None:
-            loss = loss + aux.float() * n
-        (loss / n).backward()
-        self.opt.step()
-        self.sched.step()
+        """One update on one batch, divided by its target tokens (counted on the device)."""
+        self.accumulate([batch], None)
 
-    def accumulate(self, batches: list[Batch], tokens: int) -> None:
+    def accumulate(self, batches: list[Batch], tokens: int | None) -> None:
         """One update over micro-batches, as the trainer's ``update_freq`` makes it: gradients
         summed over them and divided by ``tokens``, their target tokens (counted on the host, so
-        no step waits for the device)."""
+        no step waits for the device; None: each batch's own count, one batch)."""
         self.opt.zero_grad(set_to_none=True)
         for batch in batches:
             with autocast(self.device):
@@ -88,7 +80,7 @@ class Updater:
             loss, _, n = label_smoothed_nll(logits, batch.tgt_out, 0.1)
             if aux is not None:
                 loss = loss + aux.float() * n
-            (loss / tokens).backward()
+            (loss / (n if tokens is None else tokens)).backward()
         self.opt.step()
         self.sched.step()
 

@@ -273,6 +273,14 @@ def _registry():
     return sorted(MODELS)
 
 
+def _tiny(name: str, vocab: int) -> torch.nn.Module:
+    """A registered model at the smallest size, seeded, in eval mode (no dropout)."""
+    torch.manual_seed(0)
+    return build_model(ModelConfig(vocab_size=vocab, d_model=16, n_heads=2, d_ff=32, enc_layers=1,
+                                   dec_layers=1, dropout=0.0, max_len=64, name=name,
+                                   extras=MODEL_EXTRAS.get(name, {}))).eval()
+
+
 @pytest.mark.parametrize("name", _registry())
 def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
     """One hypothesis per input row, with the context the model's inputs ask for; document-level
@@ -282,10 +290,7 @@ def test_decode_file_every_registered_model(tmp_path, doc_corpus, name):
 
     doc_dir, _, spm_model = doc_corpus
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(vocab_size=sp.get_piece_size(), d_model=16, n_heads=2, d_ff=32,
-                                    enc_layers=1, dec_layers=1, dropout=0.0, max_len=64, name=name,
-                                    extras=MODEL_EXTRAS.get(name, {}))).eval()
+    model = _tiny(name, sp.get_piece_size())
     rows = read_shards(doc_dir)
     inputs = inputs_for(model, spm_model)
     units = ["document", "sentence"] if inputs.mode is DataMode.DOCUMENT else ["document"]
@@ -316,10 +321,7 @@ def test_an_ablated_document_reader_decodes_regrouped_documents(tmp_path, doc_co
 
     doc_dir, _, spm_model = doc_corpus
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(vocab_size=sp.get_piece_size(), d_model=16, n_heads=2, d_ff=32,
-                                    enc_layers=1, dec_layers=1, dropout=0.0, max_len=64, name=name,
-                                    extras=MODEL_EXTRAS.get(name, {}))).eval()
+    model = _tiny(name, sp.get_piece_size())
     rows = read_shards(doc_dir)
     by_ids = {tuple(r["src_ids"]): r["doc_id"] for r in rows}
     seen = {}
