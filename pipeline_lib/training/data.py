@@ -213,8 +213,9 @@ class ShardStream(IterableDataset):
             batches = pack_columns(cols, cfg.max_tokens, cfg.max_len, cfg.pad_multiple)
             rng.shuffle(batches)
             return [(cols, idx) for idx in batches]
-        # keyed by the shard's name, not its path: a moved run draws the same
-        key = ":".join(f"{Path(u.path).name}:{u.row_group}:{u.part}" for u in chunk[:1])
+        # the chunk's first unit by the shard's name, not its path: a moved run draws the same
+        u = chunk[0]
+        key = f"{Path(u.path).name}:{u.row_group}:{u.part}"
         docs = [d for u in chunk for d in _document_rows(read_documents(u, cfg.with_heads), cfg,
                                                           key)]
         if mode is DataMode.STREAM:
