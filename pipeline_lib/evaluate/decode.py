@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,18 +43,13 @@ from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import MANIFEST_FILE
 from pipeline_lib.context_conditions import CONTEXT_CONDITIONS
 from pipeline_lib.mixed_documents import regroup
+from pipeline_lib.progress import progress_interval
 from pipeline_lib.models.inputs import (CTX_KEY, ModelInputs, inputs_for, with_context,
                                         within_document)
 from pipeline_lib.models.search import BeamConfig, Hypothesis, search, source_batch
 from pipeline_lib.documents import split_document
 
 log = logging.getLogger(__name__)
-
-
-def progress_interval() -> float:
-    """Seconds between progress lines (tqdm, with its rate and time left): every second on a
-    terminal, every 30 s into a job's log file, which a person reads with ``tail``."""
-    return 1.0 if sys.stderr.isatty() else 30.0
 
 
 def translate_sentences(model: torch.nn.Module, srcs: Sequence[Sequence[int]], cfg: BeamConfig,

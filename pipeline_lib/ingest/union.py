@@ -25,12 +25,14 @@ empty split is an error only when no part of the union fills it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Iterator
 
 from pipeline_lib.ingest.reasons import IngestReason
 from pipeline_lib.ingest import Limits, SpecError, reader_module
-from pipeline_lib.ingest.identity import document_key, documents, quarantined
+from pipeline_lib.ingest.identity import document_key, documents, matching_files, quarantined
+from pipeline_lib.ingest.lines import as_list
 from pipeline_lib.tables import Rejected, Sentence
 
 READER = "union"
@@ -52,15 +54,10 @@ def _no_release_twice(items: list[dict]) -> None:
     """Refuse a file that two parts read: the same release listed twice would quarantine every
     document of the later part as a duplicate, and the mostly-quarantined check would then
     blame that file's bytes."""
-    import os
-
-    from pipeline_lib.ingest.identity import matching_files
-
     first: dict[str, int] = {}
     for index, p in enumerate(items, 1):
-        module = reader_module(p.get("reader"))
-        patterns = [x for f in module.input_files(p) for x in (f if isinstance(f, list) else [f])]
-        for pattern in patterns:
+        for pattern in (x for f in reader_module(p.get("reader")).input_files(p)
+                        for x in as_list(f)):
             for path in matching_files(pattern):
                 real = os.path.realpath(path)
                 if first.get(real, index) != index:

@@ -51,6 +51,7 @@ from typing import Any, Iterator
 from pipeline_lib import stage_options
 from pipeline_lib.stage_options import json_value
 from pipeline_lib.atomic import write_text
+from pipeline_lib.progress import LOG_EVERY_S
 from pipeline_lib.layout import MANIFEST_FILE, STANZA_MODEL_FILE
 from pipeline_lib.fetch import DownloadError, fetch
 from pipeline_lib.layout import shared_dir
@@ -260,8 +261,6 @@ def read_gold(path: Path) -> list[dict[str, list]]:
 
 #: stanza's trainers log ``Finished STEP 40/500, loss = ... (0.213 sec/batch), lr: ...``
 STANZA_STEP = re.compile(r"Finished STEP (\d+)/(\d+), .*\(([\d.]+) sec/batch\)")
-#: seconds between the time-left lines added to a trainer's output
-PROGRESS_EVERY_S = 30.0
 
 
 def time_left(line: str) -> str | None:
@@ -276,7 +275,7 @@ def time_left(line: str) -> str | None:
 
 def _run_trainer(module: str, args: list[str], threads: int) -> None:
     """Run one of stanza's trainers, its output passed through to this job's log with a line
-    of the time left every ``PROGRESS_EVERY_S`` (stanza logs steps, not an ETA)."""
+    of the time left every ``LOG_EVERY_S`` (stanza logs steps, not an ETA)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     cmd = [sys.executable, "-m", module, *args]
     log.info("running %s", " ".join(cmd))
@@ -286,7 +285,7 @@ def _run_trainer(module: str, args: list[str], threads: int) -> None:
         for line in proc.stdout:
             sys.stderr.write(line)
             left = time_left(line)
-            if left and time.monotonic() - last >= PROGRESS_EVERY_S:
+            if left and time.monotonic() - last >= LOG_EVERY_S:
                 log.info("stanza %s: %s", name, left)
                 last = time.monotonic()
     if proc.returncode:

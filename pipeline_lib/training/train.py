@@ -61,6 +61,7 @@ from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import (CKPT_LAST, MANIFEST_FILE)
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.models.inputs import Phase, inputs_for, with_context
+from pipeline_lib.progress import progress_interval
 from pipeline_lib import checkpoint as ckpt
 from pipeline_lib.training.data import STOP_SIGNALS
 from pipeline_lib.training.shards import DamagedShard
@@ -250,7 +251,7 @@ class Trainer:
         self.tally = Tally(self.device)
         self.model.train()
         self.bar = tqdm(total=tcfg.max_steps, initial=self.state.step, disable=not self.info.is_main,
-                        mininterval=1.0 if sys.stderr.isatty() else 30.0, desc="train",
+                        mininterval=progress_interval(), desc="train",
                         dynamic_ncols=True)
         exit_code, last_val, timed_out, start_step = 0, -1, False, self.state.step
         window, t0 = Window(), time.time()
