@@ -143,6 +143,18 @@ def layout_from_lines(lines: list[str], separator: str = "",
     return layout
 
 
+def warn_long_documents(layout: Layout, name: str) -> None:
+    """Ingest's rule for documents too long to be documents (``ingest.long_documents``), said on
+    stderr: the translation goes on, as ingest's does."""
+    from collections import Counter
+
+    from pipeline_lib.ingest import long_documents
+
+    if found := long_documents.finding(Counter(r["doc_id"] for r in layout.rows)):
+        print(f"translate: warning: {name}: {found['finding']}; {long_documents.ADVICE}",
+              file=sys.stderr)
+
+
 def layout_from_reader(reader: str, spec: dict, split: str) -> Layout:
     """The source side of ``split`` of a corpus read by a configured reader; documents are
     separated by blank lines in the output. What the reader quarantines is counted on stderr:
@@ -318,6 +330,7 @@ def translate(a: argparse.Namespace) -> int:
             with open(a.docids, "rb") as f:
                 docids = read_text(f, str(a.docids))
         layout = layout_from_lines(lines, a.doc_separator, docids, name)
+    warn_long_documents(layout, "input" if a.reader else name)
     model, _ = load_model(checkpoint, device=a.device)
     inputs = inputs_for(model, spm_path)
     check_target(spm_path, inputs, a.target_lang)

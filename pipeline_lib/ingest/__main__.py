@@ -36,7 +36,7 @@ from pipeline_lib.atomic import scratch_dir
 from pipeline_lib.layout import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
                                  QUARANTINE_FILE)
 from pipeline_lib.tables import Split
-from pipeline_lib.ingest import InputError, Limits, SpecError, reader_module
+from pipeline_lib.ingest import InputError, Limits, SpecError, long_documents, reader_module
 from pipeline_lib.ingest.hygiene import HygieneConfig, clean
 from pipeline_lib.ingest.lines import (ALLOW_EMPTY, SET_ASIDE, check_files, check_input,
                                        counting_files, counting_repairs)
@@ -91,17 +91,30 @@ def sentence_files(spec: dict) -> set[str]:
 
 
 class _Counted:
-    """The kept rows' writer, counting sentences and documents per split as they pass."""
+    """The kept rows' writer, counting sentences per split and per document as they pass, and
+    the files each split's rows came from."""
 
     def __init__(self, writer):
         self.writer = writer
         self.sentences: Counter = Counter()
-        self.docs: set = set()
+        self.docs: dict[str, Counter] = {}
+        self.files: dict[str, set[str]] = {}
 
     def write(self, s: Sentence) -> None:
         self.writer.write(s)
         self.sentences[s.split] += 1
-        self.docs.add((s.split, s.doc_id))
+        self.docs.setdefault(s.split, Counter())[s.doc_id] += 1
+        self.files.setdefault(s.split, set()).add(s.origin_file)
+
+    def long_documents(self, corpus: str) -> dict[str, dict]:
+        """Splits whose documents look like unsplit files (``long_documents``), warned of."""
+        found = {}
+        for split, lengths in self.docs.items():
+            if f := long_documents.finding(lengths):
+                found[split] = {**f, "files": sorted(self.files[split])}
+                log.warning("%s: split %s (%s): %s; %s", corpus, split,
+                            ", ".join(found[split]["files"]), f["finding"], long_documents.ADVICE)
+        return found
 
 
 def check_name(corpus: str) -> None:
@@ -176,11 +189,12 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
     manifest.counts = {
         "read": dict(read),
         "sentences": dict(kept.sentences),
-        "documents": dict(Counter(split for split, _ in kept.docs)),
+        "documents": {split: len(docs) for split, docs in kept.docs.items()},
         "kept": docs.count,
         "quarantined": bad.count,
     }
-    manifest.extra = {"repaired": dict(repaired), "hygiene": hygiene_record}
+    manifest.extra = {"repaired": dict(repaired), "hygiene": hygiene_record,
+                      "long_documents": kept.long_documents(corpus)}
     record = manifest.write(out_dir / MANIFEST_FILE)
     log.info("%s: kept %d sentences, quarantined %d %s%s", corpus, docs.count, bad.count,
              dict(manifest.rejected) if bad.count else "",

@@ -50,3 +50,19 @@ def test_a_failing_ingest_prints_its_error_with_file_and_line_on_the_console(tmp
     # Snakemake deleted the job's old outputs before running it: nothing stale is left
     out = tmp_path / "results/ingest_corpus/c"
     assert not out.exists() or not [p.name for p in out.iterdir()]
+
+
+def test_an_ingest_warning_reaches_the_console_and_the_job_succeeds(tmp_path):
+    """Issue 36 item 3: a file read as one document of 250 sentences (no separator occurs in it)
+    is warned of on the console, not only in the log and the manifest."""
+    src, tgt = tmp_path / "a.es", tmp_path / "a.en"
+    src.write_text("".join(f"Frase número {i} del corpus.\n" for i in range(250)))
+    tgt.write_text("".join(f"Sentence number {i} of the corpus.\n" for i in range(250)))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+        "corpora": {"c": {"reader": "plaintext",
+                          "splits": {"train": {"src": str(src), "tgt": str(tgt)}}}},
+        "hygiene": {"langid": False}}))
+    proc = _snakemake(tmp_path, "results/ingest_corpus/c/manifest.json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert f"c: split train ({src}): all 250 sentences are one document" in proc.stderr, \
+        proc.stderr[-3000:]

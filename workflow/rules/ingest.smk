@@ -20,6 +20,9 @@ rule ingest_corpus:
         # the corpus's entry, ingest limits, hygiene and languages (pipeline_lib.plan.options)
         options=lambda wc: plan.options("ingest_corpus", corpus=wc.corpus),
         code=lambda wc: code_hash(*code_modules(plan.corpus_spec(wc.corpus))),
+    # its warnings (long documents, hygiene's findings, language check skipped) repeated on
+    # the console: the log alone is where no one looks
     shell:
         "python -m pipeline_lib.ingest --corpus {wildcards.corpus:q} --options {params.options:q}"
         " --out-dir $(dirname {output.docs:q}) > {log:q} 2>&1"
+        " && {{ grep ' WARNING ' {log:q} >&2 || true; }}"
