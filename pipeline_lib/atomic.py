@@ -8,6 +8,9 @@ if any, is left untouched. The sibling is in the same directory, hence on the sa
 where ``os.replace`` is atomic. Stages write their ``manifest.json`` last, so a manifest is the
 sign that everything beside it is complete.
 
+A full disk (or quota) met inside the block is a ``DiskFullError`` naming the output, its
+partial removed; ``exits_on_full_disk`` makes a stage's ``main`` say it in one line, exit 2.
+
 A process killed outright (SIGKILL, out of memory) cannot delete its partial file; the name
 carries the host and process id, so the next writer of the same output removes partials of
 processes of this host that no longer run (a live process's, or another host's on a shared
@@ -16,12 +19,48 @@ filesystem, are left alone).
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import shutil
 import socket
+import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
+
+#: a full filesystem, and a full quota (a shared cluster disk's usual way of being full)
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(OSError):
+    """No space left while writing an output: the message names it and says what to free."""
+
+    def __init__(self, path: Path, cause: OSError):
+        super().__init__(cause.errno, f"{path}: {cause.strerror or cause} while writing it (the "
+                         f"partial output was removed, an older one kept): free space on its "
+                         f"filesystem (df -h {path.parent}) or set results_dir to another disk")
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def exits_on_full_disk(main: Callable[..., int]) -> Callable[..., int]:
+    """A stage's ``main`` that ends a full disk with one line naming the file (exit 2), not a
+    stack: nothing is wrong with the code, only with the disk."""
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except OSError as e:
+            if e.errno not in FULL:
+                raise
+            what = str(e) if isinstance(e, DiskFullError) else \
+                f"{e.filename or 'an output'}: {e.strerror} while writing it: free space on " \
+                "its filesystem or set results_dir to another disk"
+            print(f"error: {what}", file=sys.stderr)
+            return 2
+    return wrapped
 
 
 def _host() -> str:
@@ -92,6 +131,11 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     discard(tmp)  # left by a killed process that had the same pid
     try:
         yield tmp
+    except OSError as e:
+        discard(tmp)
+        if e.errno in FULL and not isinstance(e, DiskFullError):   # the innermost output
+            raise DiskFullError(path, e) from None
+        raise
     except BaseException:
         discard(tmp)
         raise

@@ -40,7 +40,7 @@ from typing import BinaryIO, TextIO
 
 import torch
 
-from pipeline_lib.atomic import atomic_output
+from pipeline_lib.atomic import atomic_output, exits_on_full_disk
 from pipeline_lib.checkpoint import SPM_FILE as CKPT_SPM_FILE
 from pipeline_lib.checkpoint import find_checkpoint
 from pipeline_lib.layout import CKPT_CHOICES, CKPT_FINAL
@@ -249,6 +249,7 @@ def write_output(out: TextIO, layout: Layout, translations, nbest: int) -> None:
         k += 1
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawTextHelpFormatter)
@@ -276,21 +277,24 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("; ".join(problems))
     try:
         return translate(a)
-    except (TranslateError, FileNotFoundError, ValueError) as e:
+    except (TranslateError, FileNotFoundError, PermissionError, ValueError) as e:
         print(f"translate: {e}", file=sys.stderr)
         return 2
 
 
 def check_paths(a: argparse.Namespace) -> None:
-    """translate never destroys its input: an ``--output`` that is the ``--input`` or
-    ``--docids`` file itself (the same inode, by any path) is refused before anything is read
-    (issue 36: ``-i mine.es -o mine.es`` replaced the text with its translation), as is one that
-    is a folder."""
+    """translate never destroys its input, nor translates what it cannot write: an ``--output``
+    that is the ``--input`` or ``--docids`` file itself (the same inode, by any path) is refused
+    before anything is read (issue 36: ``-i mine.es -o mine.es`` replaced the text with its
+    translation), as is one that is a folder, or in a folder it may not write into."""
     if a.output == "-":
         return
     out = Path(a.output)
     if out.is_dir():
         raise TranslateError(f"--output {out}: is a folder, not a file to write")
+    folder = next(d for d in (out.parent.absolute(), *out.parent.absolute().parents) if d.exists())
+    if not os.access(folder, os.W_OK | os.X_OK):   # said now, not after the translation
+        raise TranslateError(f"--output {out}: permission denied: cannot write into {folder}")
     for flag, given in (("--input", a.input), ("--docids", a.docids)):
         if given is None or str(given) == "-" or not out.exists() or not Path(given).exists():
             continue

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ import torch
 from tqdm import tqdm
 
 from pipeline_lib import stage_options
-from pipeline_lib.atomic import atomic_output
+from pipeline_lib.atomic import atomic_output, exits_on_full_disk
 from pipeline_lib.batch import DataMode
 from pipeline_lib.layout import MANIFEST_FILE
 from pipeline_lib.context_conditions import CONTEXT_CONDITIONS
@@ -294,7 +295,8 @@ def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_p
     return record
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+@exits_on_full_disk
+def main(argv: Sequence[str] | None = None) -> int:
     from pipeline_lib.checkpoint import DamagedCheckpoint, load_model, training_seed
     from pipeline_lib.manifest import Manifest
 
@@ -351,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     manifest.extra["model"] = model_cfg.to_dict()
     manifest.write(a.manifest or a.output.with_name(f"{a.output.stem}.{MANIFEST_FILE}"))
     log.info("%s", manifest.counts)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

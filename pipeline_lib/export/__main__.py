@@ -17,8 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline_lib.layout import CKPT_CHOICES, CKPT_FINAL
+from pipeline_lib.atomic import exits_on_full_disk
 
 
+@exits_on_full_disk
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES

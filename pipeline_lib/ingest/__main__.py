@@ -32,7 +32,7 @@ from typing import Iterator
 
 from pipeline_lib import stage_options
 from pipeline_lib.stage_options import json_value
-from pipeline_lib.atomic import scratch_dir
+from pipeline_lib.atomic import exits_on_full_disk, scratch_dir
 from pipeline_lib.layout import (DOCS_FILE, MANIFEST_FILE, NAME_MAX_LEN, NAME_PATTERN,
                                  QUARANTINE_FILE)
 from pipeline_lib.tables import Split
@@ -202,6 +202,7 @@ def ingest(corpus: str, spec: dict, limits: Limits, out_dir: Path,
     return record
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True, help="corpus name (key of config `corpora`)")

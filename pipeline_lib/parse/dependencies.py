@@ -70,7 +70,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline_lib import stage_options
-from pipeline_lib.atomic import atomic_output
+from pipeline_lib.atomic import atomic_output, exits_on_full_disk
 from pipeline_lib.layout import MANIFEST_FILE, PARSE_FILE, QUARANTINE_FILE
 from pipeline_lib.manifest import Manifest
 from pipeline_lib.tables import Rejected, quarantine_writer
@@ -286,6 +286,7 @@ def merge(shards: dict[str, list[Path]], out_dir: Path) -> dict:
     return manifest.write(out_dir / MANIFEST_FILE)
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

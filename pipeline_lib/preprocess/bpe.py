@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 import sentencepiece as spm
 
 from pipeline_lib import stage_options
-from pipeline_lib.atomic import atomic_output
+from pipeline_lib.atomic import atomic_output, exits_on_full_disk
 from pipeline_lib.layout import ENCODED_FILE, MANIFEST_FILE, QUARANTINE_FILE, SPM_PREFIX
 from pipeline_lib.tables import Split
 from pipeline_lib.vocab import (BOS_ID, DOC_SEP, EOS_ID, MASK_GAP, MASK_TOKEN, PAD_ID, SENT_BREAK,
@@ -281,6 +281,7 @@ def encode_corpus(docs: Path, model: Path, out_dir: Path, parse_src: Path | None
     return manifest.write(out_dir / MANIFEST_FILE)
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

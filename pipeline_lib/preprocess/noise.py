@@ -64,7 +64,7 @@ import pyarrow.parquet as pq
 from sentencepiece import sentencepiece_model_pb2
 
 from pipeline_lib import stage_options
-from pipeline_lib.atomic import atomic_output
+from pipeline_lib.atomic import atomic_output, exits_on_full_disk
 from pipeline_lib.preprocess.bpe import stream_batches
 from pipeline_lib.layout import MANIFEST_FILE, RESTORE_FILE
 from pipeline_lib.tables import Split
@@ -291,6 +291,7 @@ def make_restore(encoded: Path, model: Path, out_dir: Path, cfg: NoiseConfig,
     return manifest.write(out_dir / MANIFEST_FILE)
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--encoded", type=Path, required=True, help="encode_bpe output")

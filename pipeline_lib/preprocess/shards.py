@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline_lib import stage_options
-from pipeline_lib.atomic import atomic_output
+from pipeline_lib.atomic import atomic_output, exits_on_full_disk
 from pipeline_lib.preprocess.bpe import ENCODED_SCHEMA
 from pipeline_lib.layout import MANIFEST_FILE, QUARANTINE_FILE
 from pipeline_lib.tables import Split
@@ -235,6 +235,7 @@ def verify(root: Path) -> dict:
     return report
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -82,6 +82,7 @@ from pipeline_lib.training.reproducibility import seed_all
 from pipeline_lib.training.resume import (FINISHED, SIGNAL_END, AttemptLog)
 from pipeline_lib.training.stopping import StopMetric, StopReason, judge
 from pipeline_lib.training.time_limit import RequeuePolicy, after_save
+from pipeline_lib.atomic import exits_on_full_disk
 
 EXIT_REQUEUE = 143  # 128 + SIGTERM: "saved, please restart me"
 
@@ -339,6 +340,7 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
         trainer.streams.close()
 
 
+@exits_on_full_disk
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config-json", required=True,

@@ -5,6 +5,7 @@ checked naming the flag, and Maruf-style '<d>' lines need --doc-separator."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,19 @@ def test_invisible_characters_are_removed_as_ingest_removes_them(capsys):
     assert "removed 4 invisible characters (zero-width, bidi controls) from 2 lines" in \
         capsys.readouterr().err
     assert visible(["Hola."]) == ["Hola."] and capsys.readouterr().err == ""
+
+
+def test_an_output_folder_it_may_not_write_into_is_refused_before_translating(tmp_path, capsys,
+                                                                              monkeypatch):
+    """Issue 36 item 6: permission denied on --output is one line, before any work (os.access
+    is asked: the tests may run as root, for whom a chmod denies nothing)."""
+    mine = tmp_path / "mine.es"
+    mine.write_text("Hola mundo.\n")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != locked and real(p, mode))
+    assert main([MODEL, "-i", str(mine), "-o", str(locked / "sub" / "out.en")]) == 2
+    assert capsys.readouterr().err == (f"translate: --output {locked / 'sub' / 'out.en'}: "
+                                       f"permission denied: cannot write into {locked}\n")
+    assert not (locked / "sub").exists()
