@@ -10,6 +10,8 @@ references. METEOR's word alignment is NLTK's; its corpus aggregation is ours
 * Sentence-level scores are corpus BLEU / chrF / TER over the sentences of a test set; where a
   test set has several references per sentence (``tgt`` is a list in the document Parquet) all of
   them are used, padded with ``None`` where a sentence has fewer (sacreBLEU ignores ``None``).
+* Tokenized BLEU (``score.tokenized_bleu``, a preset's): multi-bleu.perl on Moses tokens, as the
+  paper computed it (tokenized_bleu.py), beside sacreBLEU's; no significance test.
 * d-BLEU (Liu et al. 2020) joins each document's sentences with a space, then computes corpus
   BLEU over documents; reference k of a document is the join of the sentences' k-th references.
 * Significance: sacreBLEU's paired bootstrap resampling (Koehn, 2004) of each model against the
@@ -66,7 +68,9 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest, Result
 
 from pipeline_lib import stage_options
+from pipeline_lib.stage_options import json_value
 from pipeline_lib.evaluate.meteor import Meteor
+from pipeline_lib.evaluate.tokenized_bleu import TokenizedBleu
 from pipeline_lib.evaluate.text_export import export
 from pipeline_lib.manifest import Manifest
 
@@ -84,6 +88,8 @@ class ScoreConfig:
     lowercase: bool = False
     bootstrap_samples: int = 1000
     significance_level: float = 0.05
+    #: BLEU as the paper computed it (``score.tokenized_bleu``: tokenized_bleu.py), or None
+    tokenized_bleu: dict | None = None
 
 
 @dataclass
@@ -178,14 +184,16 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
                    controls: dict[str, str] | None = None,
                    replicates: dict[str, tuple[str, int]] | None = None,
                    meteor: Meteor | None = None,
-                   against: list[tuple[str, str, str]] | None = None) -> dict:
+                   against: list[tuple[str, str, str]] | None = None,
+                   tokenized: TokenizedBleu | None = None) -> dict:
     """Scores and significance of every model on one test set (first model = baseline), and of
     every model against its matched control (``controls``: model -> control system). With
     ``replicates`` (system -> (group, seed)) each seed's systems are tested against that seed's
     baseline, and ``seeds`` gives the statistics across seeds (:func:`across_seeds`).
     ``meteor``: corpus METEOR beside BLEU (default: no target language, exact matches only).
     ``against`` ((model, other, kind)): the same paired test of a model against its context
-    controls (its random-context twin, its ablated decodings), under ``against.<kind>``."""
+    controls (its random-context twin, its ablated decodings), under ``against.<kind>``.
+    ``tokenized``: the paper's tokenized BLEU beside sacreBLEU's, as ``tokenized_bleu``."""
     meteor = meteor or Meteor()
     sent_refs = reference_streams(ts.refs)
     doc_keys_refs = doc_references(ts.keys, ts.refs)
@@ -204,6 +212,9 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
         score = dbleu.corpus_score(documents(ts.keys, ts.hyps[model]), doc_keys_refs)
         row["dbleu"] = round(score.score, 2)
         row["dbleu_signature"] = str(dbleu.get_signature())
+        if tokenized is not None:
+            row["tokenized_bleu"], row["tokenized_bleu_signature"] = tokenized.score(
+                ts.hyps[model], sent_refs)
         out["models"][model] = row
     # also with the baseline alone: the resampling gives each system's own 95 % interval
     for group in seed_groups(models, replicates or {}):
@@ -420,6 +431,7 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     set's references and hypotheses as plain text (text_export.py); ``against`` (model, other
     system, kind): context controls each model is also tested against (:func:`score_test_set`)."""
     meteor = Meteor(tgt_lang)
+    tokenized = _tokenized(cfg.tokenized_bleu, tgt_lang)
     controls = dict(controls or {})
     replicates = dict(replicates or {})
     # the baseline first, then the models in the order given (the config's order)
@@ -465,13 +477,23 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     for name in names:
         log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
         results[name] = score_test_set(sets[name], models, cfg, controls, replicates, meteor,
-                                       against)
+                                       against, tokenized)
     manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
                        for name, r in results.items()}
     return {"baseline": baseline, "models": models, "test_sets": names,
             "controls": controls, "against": [list(a) for a in against], "config": asdict(cfg), "meteor": meteor.describe(),
             "results": results,
             **({"replicates": {s: list(r) for s, r in replicates.items()}} if replicates else {})}
+
+
+def _tokenized(spec: dict | None, tgt_lang: str | None) -> TokenizedBleu | None:
+    """The configured tokenized BLEU, or None."""
+    if spec is None:
+        return None
+    if not tgt_lang:
+        raise ValueError("score.tokenized_bleu needs the target language (--tgt-lang): Moses "
+                         "tokenizes by its rules")
+    return TokenizedBleu(tgt_lang, spec["lowercase"], spec["as"], spec["tokenizer"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tgt-lang", default=None,
                     help="target language (ISO 639-1): METEOR's stemmer (Porter for en, "
                          "Snowball where NLTK has one); without it, exact matches only")
+    ap.add_argument("--tokenized-bleu", type=json_value, default=None, metavar="JSON",
+                    help="also BLEU as the paper computed it: {\"tokenizer\": \"moses\", "
+                         "\"lowercase\": bool, \"as\": what the paper ran} (config "
+                         "score.tokenized_bleu)")
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
     ap.add_argument("--output", required=True, type=Path, help="scores JSON")
@@ -503,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(<corpus>/<split>/ref.txt, <system>.txt)")
     args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cfg = ScoreConfig(args.lowercase, args.bootstrap_samples, args.significance_level)
+    cfg = ScoreConfig(args.lowercase, args.bootstrap_samples, args.significance_level,
+                      args.tokenized_bleu)
     manifest = Manifest(stage="score_test", params={"baseline": args.baseline, **asdict(cfg),
                                                     "tgt_lang": args.tgt_lang})
     try:
@@ -521,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
         for model, row in scores["results"][name]["models"].items():
             # the signature printed with every number (sacreBLEU's recommendation)
             print(f"{name}\t{model}\tBLEU {row['bleu']}\t{row['bleu_signature']}")
+            if "tokenized_bleu" in row:
+                print(f"{name}\t{model}\ttokenized BLEU {row['tokenized_bleu']}\t"
+                      f"{row['tokenized_bleu_signature']}")
             print(f"{name}\t{model}\td-BLEU {row['dbleu']}\t{row['dbleu_signature']}")
             print(f"{name}\t{model}\tchrF {row['chrf']}\t{row['chrf_signature']}")
             print(f"{name}\t{model}\tTER {row['ter']}\t{row['ter_signature']}")

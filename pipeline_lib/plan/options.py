@@ -145,6 +145,7 @@ def _score_test(plan: Any) -> Options:
     return {"lowercase": s["lowercase"], "tgt_lang": plan.lang_pair[1],
             "bootstrap_samples": s["bootstrap_samples"],
             "significance_level": s["significance_level"], "baseline": plan.baseline,
+            "tokenized_bleu": s["tokenized_bleu"],
             "control": [[m, c] for m in plan.systems if (c := plan.control_of(m)) and c != m],
             "against": [list(a) for a in plan.against()],
             "replicate": [[m, r[0], str(r[1])] for m in plan.systems if (r := plan.replica(m))]}

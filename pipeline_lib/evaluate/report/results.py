@@ -102,12 +102,14 @@ def seeds_table(scores: dict) -> Table | None:
 
 
 def results_table(scores: dict) -> Table:
-    """Models x test sets with BLEU / METEOR / d-BLEU / chrF / TER, delta to the baseline and
-    daggers (none for METEOR, which score_test does not resample)."""
+    """Models x test sets with BLEU / METEOR / d-BLEU / chrF / TER (and a preset's tokenized
+    BLEU), delta to the baseline and daggers (none for METEOR and tokenized BLEU, which
+    score_test does not resample)."""
     base = scores["baseline"]
     sets = scores["test_sets"]
-    metrics = [("bleu", "BLEU"), ("meteor", "METEOR"), ("dbleu", "d-BLEU"), ("chrf", "chrF"),
-               ("ter", "TER")]
+    tokenized = scores["config"].get("tokenized_bleu")
+    metrics = [("bleu", "BLEU"), *([("tokenized_bleu", "tok. BLEU")] if tokenized else []),
+               ("meteor", "METEOR"), ("dbleu", "d-BLEU"), ("chrf", "chrF"), ("ter", "TER")]
     controls = scores.get("controls", {})
     header = ["Model", "Matched control"] + [f"{ts} {label}" for ts in sets for _, label in metrics]
     if controls:
@@ -154,6 +156,12 @@ def results_table(scores: dict) -> Table:
         n = scores["results"][ts]
         t.notes.append(f"{ts}: {n['sentences']:,} sentences, {n['documents']:,} documents, "
                        f"{n['references']} reference(s).")
+    if tokenized:
+        t.notes.append(f"tok. BLEU: BLEU as the paper computed it ({tokenized['as']}): "
+                       "multi-bleu.perl on Moses tokens of the hypotheses and references"
+                       f"{', lowercased' if tokenized['lowercase'] else ''}; not resampled, "
+                       f"so no {SIG_MARK}. The number to put beside the paper's; BLEU is "
+                       "sacreBLEU's on detokenized text.")
     meteor = scores.get("meteor")
     if meteor is not None:
         lang = meteor.get("tgt_lang") or "not given"
