@@ -90,6 +90,17 @@ class Evaluation:
     def suites(self) -> dict[str, dict]:
         return dict(self.config["score"]["discourse_suites"])
 
+    @property
+    def paper_bleu(self) -> dict | None:
+        """The preset's paper figures (the ``bleu`` section of its paper table), for the
+        report's paper comparison; None outside a preset or where the table gives none."""
+        if not self.config.get("preset"):
+            return None
+        from pipeline_lib.presets import paper_values
+        from pipeline_lib.run_config import PRESET_DIR
+
+        return paper_values(PRESET_DIR, self.config["preset"]).get("bleu")
+
     def suite_files(self) -> list[str]:
         """Every file the contrastive suites read (rerun triggers)."""
         return [s[k] for s in self.suites.values()

@@ -170,7 +170,8 @@ def _report(plan: Any) -> Options:
     """The title, the suites and the validated config (preset and command line applied: its hash
     is the run's, written beside the report)."""
     return {"title": plan.config["report"]["title"], "suites": list(plan.suites),
-            "config_json": json.dumps(plan.config, sort_keys=True)}
+            "config_json": json.dumps(plan.config, sort_keys=True),
+            "paper_bleu": plan.paper_bleu}
 
 
 #: rule -> its stage settings (rules absent here run with paths alone)

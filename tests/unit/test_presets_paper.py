@@ -152,3 +152,25 @@ def test_header_points_at_the_table_and_restates_no_other_number(preset):
 def test_readme_models_section_points_at_the_tables():
     models = (ROOT / "docs" / "models.md").read_text()
     assert "\n## Models" in models and "config/presets/paper/" in models
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_paper_figures_are_read_in_the_papers_metric_on_a_scored_test_set(preset):
+    """Issue 37 item 2: a table's `bleu` figures name their table row, belong to the preset's
+    jobs, and are compared with the score that is the paper's metric (tokenized BLEU only where
+    the preset computes it) on a test set the run scores."""
+    figures = paper_values(PRESET_DIR, preset).get("bleu")
+    if figures is None:
+        assert preset.startswith("chen2021"), f"{preset}: no paper figures"   # see its table
+        return
+    config = load_config(overrides={"preset": preset})
+    plan = Plan(config)
+    assert set(figures["figures"]) <= set(_preset_jobs(config)), preset
+    for job, figure in figures["figures"].items():
+        assert set(figure) == {"value", "source"} and figure["source"].startswith(CITES), job
+    assert figures["score"] in ("bleu", "tokenized_bleu")
+    if figures["score"] == "tokenized_bleu":
+        assert config["score"]["tokenized_bleu"], f"{preset}: tokenized BLEU is not computed"
+    sets = [f"{c}/{s}" for c in plan.test_corpora for s in config["score"]["test_splits"]]
+    assert figures["test_set"] in sets + (["All"] if len(sets) > 1 else []), (preset, sets)
+    assert plan.paper_bleu == figures

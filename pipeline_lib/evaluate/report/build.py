@@ -18,6 +18,7 @@ from pipeline_lib.evaluate.report.document import (BLEU_FILE, CONFIG_FILE, CURVE
                                                    Figure, Section, Table)
 from pipeline_lib.evaluate.report.inputs import Inputs, read_inputs
 from pipeline_lib.evaluate.report.data_gap import data_gap_block
+from pipeline_lib.evaluate.report.paper_comparison import paper_table
 from pipeline_lib.evaluate.report.plots import curve_styles, plot_bleu, plot_curves
 from pipeline_lib.evaluate.report.render import to_html, to_markdown
 from pipeline_lib.evaluate.report.results import bleu_table, results_table, seeds_table
@@ -30,8 +31,9 @@ log = logging.getLogger("report")
 
 
 def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
-                 title: str = "Document-level NMT: results") -> None:
-    """Write index.html, report.md, the two plots and config.json into ``out_dir``."""
+                 title: str = "Document-level NMT: results", paper: dict | None = None) -> None:
+    """Write index.html, report.md, the two plots and config.json into ``out_dir``; ``paper``:
+    a preset's figures (``paper_comparison``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     scores = inputs.scores
     roles = job_roles(inputs)
@@ -59,6 +61,8 @@ def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
     else:
         bleu.blocks.append(bleu_table(scores))
         metrics = [results_table(scores)]
+        if (compared := paper_table(scores, paper)) is not None:
+            metrics.append(compared)
     missing = plot_curves(inputs.train, starts, styles, out_dir / CURVES_FILE)
     curves = Figure(CURVES_FILE, "Dev loss and dev BLEU against total updates",
                     ["One line per training job; a model, its matched control (dashed) and the "
@@ -122,13 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config-json", required=True,
                     help="the validated config as JSON (hashed, written beside the report)")
     ap.add_argument("--title", default="Document-level NMT: results")
+    ap.add_argument("--paper-bleu", type=stage_options.json_value, default=None, metavar="JSON",
+                    help="a preset's paper figures: the `bleu` section of its paper table")
     ap.add_argument("--out-dir", required=True, type=Path)
     args = stage_options.parse_args(ap, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     manifest = Manifest(stage="report", params={"systems": dict(args.system),
                                                 "suites": args.suites})
     try:
-        build_report(read_inputs(args, manifest), args.out_dir, manifest, args.title)
+        build_report(read_inputs(args, manifest), args.out_dir, manifest, args.title,
+                     args.paper_bleu)
     except (OSError, ValueError, KeyError) as e:
         log.error("%s", e)
         return 1

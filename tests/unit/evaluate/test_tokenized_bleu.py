@@ -67,3 +67,20 @@ def test_without_a_target_language_it_is_refused(tmp_path):
                         score.ScoreConfig(tokenized_bleu={"tokenizer": "moses",
                                                           "lowercase": True, "as": "x"}),
                         None)
+
+
+def test_the_paper_comparison_puts_ours_beside_the_papers_figure_in_its_metric():
+    from pipeline_lib.evaluate.report.document import NA
+    from pipeline_lib.evaluate.report.paper_comparison import paper_table
+
+    scores = {"results": {"All": {"models": {
+        "transformer": {"bleu": 30.0, "tokenized_bleu": 31.5,
+                        "tokenized_bleu_signature": "multi-bleu.perl -lc on ..."}}}}}
+    paper = {"score": "tokenized_bleu", "test_set": "All",
+             "figures": {"transformer": {"value": 45.97, "source": "Tab. 3"},
+                         "doct": {"value": 47.93, "source": "Tab. 3"}}}
+    t = paper_table(scores, paper)
+    assert t.rows == [["transformer", "45.97", "31.50", "-14.47", "Tab. 3"],
+                      ["doct", "47.93", NA, NA, "Tab. 3"]]      # doct not scored in this run
+    assert "multi-bleu.perl -lc on ..." in t.notes[0] and "budget, not a replication" in t.notes[1]
+    assert paper_table(scores, None) is None and paper_table(None, paper) is None
