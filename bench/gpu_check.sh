@@ -13,7 +13,7 @@
 #   bash bench/gpu_check.sh [OUT] [--smoke]
 # (--smoke: tiny and on CPU, from `bench/gpu_prepare.py --smoke`'s results/gpu-smoke/).
 # It needs only torch (CUDA), sentencepiece, pyarrow, pandas, sacrebleu, tqdm, tensorboard:
-# no snakemake, jsonschema, stanza, nltk or defusedxml, and no git
+# no snakemake, jsonschema, stanza, nltk, defusedxml, sacremoses, jieba or fugashi, and no git
 # (tests/integration/test_gpu_check_bare.py runs it so).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -27,7 +27,7 @@ import pickle
 import random
 import shutil
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,12 @@ FORMAT_VERSION = 1
 MODEL_FILE = "model.pt"                # state_dict
 CONFIG_FILE = "config.yaml"            # model config, train config, git revision
 SPM_FILE = "spm.model"                 # copy of the sentencepiece model
+
+
+def truecaser_file(lang: str) -> str:
+    """The copy of a pre-tokenized run's truecaser for ``lang`` in its checkpoints."""
+    return f"truecase.{lang}.model"
+
 TRAINER_STATE_FILE = "trainer_state.pt"  # optimizer, scheduler, RNG, data position, step
 FILES_KEY = "files"                    # config.yaml: {file: {bytes, sha256}} as written
 
@@ -189,8 +195,11 @@ def save_checkpoint(
     train_config: dict[str, Any] | None = None,
     spm_model: str | Path | None = None,
     trainer_state: dict[str, Any] | None = None,
+    extra_files: Mapping[str, str | Path] | None = None,
 ) -> Path:
-    """Write a checkpoint directory atomically (temp dir + rename) and return its path."""
+    """Write a checkpoint directory atomically (temp dir + rename) and return its path.
+    ``extra_files`` (name in the checkpoint -> file): what else the model needs to translate
+    raw text, as the sentencepiece model (the truecasers of a pre-tokenized run)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _fresh_tmp(path)
@@ -198,6 +207,8 @@ def save_checkpoint(
     torch.save(model_state, tmp / MODEL_FILE)
     if spm_model is not None:
         shutil.copyfile(spm_model, tmp / SPM_FILE)
+    for name, f in (extra_files or {}).items():
+        shutil.copyfile(f, tmp / name)
     if trainer_state is not None:
         torch.save(trainer_state, tmp / TRAINER_STATE_FILE)
     meta = {"format_version": FORMAT_VERSION, "git_revision": git_revision(),

@@ -123,6 +123,15 @@ class Results:
                            quarantine=QUARANTINE_FILE, manifest=MANIFEST_FILE)
 
     # --- preprocessing -----------------------------------------------------------------
+    @stage("{lang}")
+    def train_truecaser(self, lang: str = "{lang}") -> Files:
+        return self._stage("train_truecaser", lang, model="truecase.model",
+                           manifest=MANIFEST_FILE)
+
+    @stage("{corpus}")
+    def tokenize_corpus(self, corpus: str = "{corpus}") -> Files:
+        return self._stage("tokenize_corpus", corpus, docs=DOCS_FILE, manifest=MANIFEST_FILE)
+
     @stage("train_bpe")
     def train_bpe(self) -> Files:
         return self._stage("train_bpe", model=f"{SPM_PREFIX}.model", vocab=f"{SPM_PREFIX}.vocab",

@@ -34,9 +34,9 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, Callable, TextIO
 
 import torch
 
@@ -208,6 +208,23 @@ def check_target(spm_path: Path, inputs, target_lang: str | None) -> None:
                              f"{sp.id_to_piece(inputs.tag)}, not {piece}")
 
 
+def pretokenized(checkpoint: Path) -> tuple[Callable[[str], str], Callable[[str], str]]:
+    """The source side's pre-tokenization and the target side's detokenization of a model
+    trained on pre-tokenized text (config ``tokenize``: its steps and truecasers are in the
+    checkpoint), as decode_test applies them; identities for a model of raw text."""
+    from pipeline_lib.checkpoint import read_config, truecaser_file
+
+    record = (read_config(checkpoint).get("train") or {}).get("pretokenize")
+    if not record:
+        return (lambda line: line), (lambda line: line)
+    from pipeline_lib.preprocess.pretokenize import Pretokenizer, detokenizer
+
+    (src, tgt), steps = record["langs"], record["tokenize"]
+    src_steps = tuple(steps.get(src) or ())
+    truecaser = checkpoint / truecaser_file(src) if "truecase" in src_steps else None
+    return Pretokenizer(src, src_steps, truecaser), detokenizer(tgt, steps.get(tgt) or [])
+
+
 def check_lengths(rows: list[dict], room: int) -> None:
     """Refuse a sentence longer than ``room``, the pieces of a source the model reads (its
     positions less the end of sentence and a language tag: what ``translate_rows`` keeps, cutting
@@ -339,7 +356,8 @@ def translate(a: argparse.Namespace) -> int:
     inputs = inputs_for(model, spm_path)
     check_target(spm_path, inputs, a.target_lang)
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
-    texts = visible([r["text"] for r in layout.rows])
+    tokenize, detokenize = pretokenized(checkpoint)
+    texts = [tokenize(t) for t in visible([r["text"] for r in layout.rows])]
     rows = [{**r, "src_ids": sp.encode(t)} for r, t in zip(layout.rows, texts)]
     check_lengths(rows, model.cfg.max_len - 1 - (inputs.tag is not None))
     seed = training_seed(checkpoint)
@@ -348,7 +366,8 @@ def translate(a: argparse.Namespace) -> int:
                                      progress=sys.stderr.isatty())
     # translate_rows answers in document order; the layout lists rows in input order
     by_key = {(t.doc_id, t.sent_idx): t for t in translations}
-    ordered = [by_key[(r["doc_id"], r["sent_idx"])] for r in layout.rows]
+    ordered = [replace(t, hyps=[detokenize(h) for h in t.hyps])
+               for t in (by_key[(r["doc_id"], r["sent_idx"])] for r in layout.rows)]
     if a.output == "-":
         write_output(sys.stdout, layout, ordered, a.nbest)
     else:   # complete or not at all: a failed write leaves no half output, nor a lost old one

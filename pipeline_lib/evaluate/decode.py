@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from tqdm import tqdm
@@ -275,21 +275,24 @@ def translate_rows(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, sp
 
 def decode_file(model: torch.nn.Module, rows: list[dict], cfg: BeamConfig, spm_path: Path,
                 output: Path, device: str, document_mode: bool, unit: str = "document",
-                seed: int = 1, context: str = "true", progress: bool = False) -> dict:
+                seed: int = 1, context: str = "true", progress: bool = False,
+                detokenize: Callable[[str], str] | None = None) -> dict:
     """Translate ``rows`` (:func:`translate_rows`) and write the hypothesis Parquet (columns
     doc_id, sent_idx, hyp, score, and nbest when ``cfg.nbest`` > 1); returns the speed/count
-    record."""
+    record. ``detokenize``: a model trained on pre-tokenized text (config ``tokenize``) writes
+    running text (pretokenize.detokenizer)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     translations, record = translate_rows(model, rows, cfg, spm_path, device, document_mode,
                                           unit, seed, progress, context)
+    text = detokenize or (lambda line: line)
     cols: dict[str, list] = {"doc_id": [t.doc_id for t in translations],
                              "sent_idx": pa.array([t.sent_idx for t in translations], pa.int32()),
-                             "hyp": [t.hyps[0] for t in translations],
+                             "hyp": [text(t.hyps[0]) for t in translations],
                              "score": [t.scores[0] for t in translations]}
     if cfg.nbest > 1:
-        cols["nbest"] = [t.hyps for t in translations]
+        cols["nbest"] = [[text(h) for h in t.hyps] for t in translations]
     with atomic_output(output) as tmp:
         pq.write_table(pa.table(cols), tmp)
     return record
@@ -318,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="context models (doct, camn, cache, crosstask): their document's "
                         "context, other documents' sentences (random) or none (empty): a "
                         "test-time ablation")
+    p.add_argument("--detokenize", type=stage_options.json_value, default=None, metavar="JSON",
+                   help="{\"lang\": target, \"steps\": [...]}: the model was trained on text "
+                        "pre-tokenized so (config tokenize); write running text")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     a = stage_options.parse_args(p, argv)
@@ -348,8 +354,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the training seed, so a context rule that draws at random draws what training drew
     seed = training_seed(a.checkpoint)
     # progress with its rate and time left in the job's log (progress_interval)
+    detokenize = None
+    if a.detokenize:   # imported only then: the GPU machine has no sacremoses
+        from pipeline_lib.preprocess.pretokenize import detokenizer
+
+        detokenize = detokenizer(a.detokenize["lang"], a.detokenize["steps"])
     manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,
-                                  a.unit, seed, a.context, progress=True)
+                                  a.unit, seed, a.context, progress=True, detokenize=detokenize)
     manifest.extra["model"] = model_cfg.to_dict()
     manifest.write(a.manifest or a.output.with_name(f"{a.output.stem}.{MANIFEST_FILE}"))
     log.info("%s", manifest.counts)

@@ -55,6 +55,46 @@ class DataStages:
         return list(named)
 
     @property
+    def tokenize(self) -> dict[str, list[str]]:
+        """Config ``tokenize`` for the run's two languages: language -> its steps (the papers'
+        segmentation and casing before BPE, pipeline_lib/preprocess/pretokenize.py); empty
+        (raw text) by default."""
+        from pipeline_lib.preprocess.pretokenize import check_steps
+
+        steps = self.config["tokenize"]
+        chosen = {lang: list(steps[lang]) for lang in self.lang_pair if steps.get(lang)}
+        for lang, these in chosen.items():
+            check_steps(lang, these)
+        return chosen
+
+    @property
+    def truecased(self) -> list[str]:
+        """The languages whose truecaser a run trains (``truecase`` among their steps)."""
+        return [lang for lang, steps in self.tokenize.items() if "truecase" in steps]
+
+    @property
+    def detokenize(self) -> dict | None:
+        """The target's steps for decode_test to undo (``{"lang", "steps"}``), or None."""
+        tgt = self.lang_pair[1]
+        return {"lang": tgt, "steps": self.tokenize[tgt]} if tgt in self.tokenize else None
+
+    def pretokenize(self) -> dict | None:
+        """What a trainer of pre-tokenized text records in its checkpoints (the steps, its
+        truecasers: translate applies them), or None: absent from the default run's
+        ``--config-json``, so adding it reran no job."""
+        if not self.tokenize:
+            return None
+        return {"langs": list(self.lang_pair), "tokenize": self.tokenize,
+                "truecasers": {lang: self.results.train_truecaser(lang).model
+                               for lang in self.truecased}}
+
+    def text_docs(self, corpus: str) -> str:
+        """The documents BPE, parsing and the shards read: tokenized where ``tokenize`` sets
+        steps, else as ingested. WHY not for scoring: references stay as released."""
+        return (self.results.tokenize_corpus(corpus).docs if self.tokenize
+                else self.results.ingest_corpus(corpus).docs)
+
+    @property
     def test_corpora(self) -> list[str]:
         """Corpora decoded and scored on ``score.test_splits`` (training-only corpora have none)."""
         return list(self.config["score"]["corpora"] or self.corpora)

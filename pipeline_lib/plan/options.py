@@ -135,7 +135,17 @@ def _decode_test(plan: Any, model: str) -> Options:
             "max_len_b": d["max_len_b"], "batch_size": d["batch_size"], "nbest": d["nbest"],
             "greedy": d["greedy"], "static": {None: "auto", True: "on", False: "off"}[d["static"]],
             "mode": d["mode"], "unit": plan.systems[model][1],
-            "context": plan.decode_context(model)}
+            "context": plan.decode_context(model), "detokenize": plan.detokenize}
+
+
+def _train_truecaser(plan: Any, lang: str) -> Options:
+    """The language's side and segmenter (a truecaser learns from the run's segmented text)."""
+    return {"side": "src" if lang == plan.lang_pair[0] else "tgt", "lang": lang,
+            "steps": plan.tokenize[lang]}
+
+
+def _tokenize_corpus(plan: Any) -> Options:
+    return {"langs": list(plan.lang_pair), "tokenize": plan.tokenize}
 
 
 def _score_test(plan: Any) -> Options:
@@ -181,6 +191,8 @@ _BUILDERS: dict[str, Callable[..., Options]] = {
     "ingest_corpus": _ingest_corpus,
     "stanza_models": _stanza_models,
     "parse_shard": _parse_shard,
+    "train_truecaser": _train_truecaser,
+    "tokenize_corpus": _tokenize_corpus,
     "train_bpe": _train_bpe,
     "make_shards": _shards,
     "make_head_shards": _shards,

@@ -62,9 +62,11 @@ class TrainJob:
     budget_of: str | None = None
     budget_share: float = 1.0
 
-    def config_json(self) -> str:
-        """The trainer's ``--config-json`` (also the rule's params rerun trigger)."""
-        return json.dumps({"model": self.model, "train": self.train}, sort_keys=True)
+    def config_json(self, pretokenize: dict | None = None) -> str:
+        """The trainer's ``--config-json`` (also the rule's params rerun trigger), with
+        ``pretokenize`` (``Plan.pretokenize``) where the text was pre-tokenized."""
+        extra = {"pretokenize": pretokenize} if pretokenize else {}
+        return json.dumps({"model": self.model, "train": self.train, **extra}, sort_keys=True)
 
 
 class TrainingJobs:

@@ -26,9 +26,11 @@ class RunCheckpoints:
     train.run_record) go into every checkpoint's ``config.yaml``."""
 
     def __init__(self, out_dir: Path, config: Mapping[str, Any], record: Mapping[str, Any],
-                 spm_path: str | Path, log: Callable[[str], None]) -> None:
+                 spm_path: str | Path, log: Callable[[str], None],
+                 extra_files: Mapping[str, str | Path] | None = None) -> None:
         self.dir = Path(out_dir) / CHECKPOINT_DIR
         self.config, self.record, self.spm_path, self._log = config, record, spm_path, log
+        self.extra_files = dict(extra_files or {})   # save_checkpoint's: the truecasers
 
     def sweep(self) -> None:
         """Remove the temporary folders of a save killed midway."""
@@ -74,7 +76,8 @@ class RunCheckpoints:
               extra: Mapping[str, Any] | None = None) -> None:
         """Checkpoint ``name`` (weights, the trainer state when resumable)."""
         ckpt.save_checkpoint(self.dir / name, weights, dict(self.config),
-                             {**self.record, **(extra or {})}, self.spm_path, trainer_state)
+                             {**self.record, **(extra or {})}, self.spm_path, trainer_state,
+                             self.extra_files)
 
     def rotate(self, step: int, keep: int) -> None:
         """``step-N`` copied to ``last``; only the newest ``keep`` step checkpoints stay."""

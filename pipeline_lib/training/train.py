@@ -106,7 +106,7 @@ class Trainer:
     def __init__(self, model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path,
                  dev_shards: str | Path, spm_path: str | Path, out_dir: str | Path,
                  aux_shards: str | Path | None = None, attempt: int = 1,
-                 requeue: RequeuePolicy | None = None) -> None:
+                 requeue: RequeuePolicy | None = None, pretokenize: dict | None = None) -> None:
         from pipeline_lib.models.registry import build_model
 
         if tcfg.aux_ratio > 0 and aux_shards is None:
@@ -128,8 +128,13 @@ class Trainer:
         self.record = run_record(tcfg, self.mcfg.name,
                                  {role: self.manifest.inputs[str(p)] for role, p in
                                   roles.items() if str(p) in self.manifest.inputs})
+        # a model of pre-tokenized text carries its steps and truecasers (translate applies them)
+        truecasers = {ckpt.truecaser_file(lang): path
+                      for lang, path in (pretokenize or {}).get("truecasers", {}).items()}
+        if pretokenize:
+            self.record["pretokenize"] = {k: pretokenize[k] for k in ("langs", "tokenize")}
         self.ckpts = RunCheckpoints(self.out_dir, self.mcfg.to_dict(), self.record, spm_path,
-                                    self._log)
+                                    self._log, truecasers)
         self.model = build_model(self.mcfg).to(self.device)
         self.inputs = with_context(inputs_for(self.model, spm_path), tcfg.context, self.mcfg.name)
         self.rule = tcfg.stop_rule()
@@ -328,10 +333,11 @@ class Trainer:
 
 def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev_shards: str | Path,
           spm_path: str | Path, out_dir: str | Path, aux_shards: str | Path | None = None,
-          attempt: int = 1, requeue: RequeuePolicy | None = None) -> int:
+          attempt: int = 1, requeue: RequeuePolicy | None = None,
+          pretokenize: dict | None = None) -> int:
     """Run (or resume) training; returns the process exit code (0, or EXIT_REQUEUE)."""
     trainer = Trainer(model_dict, tcfg, shards, dev_shards, spm_path, out_dir, aux_shards,
-                      attempt, requeue)
+                      attempt, requeue, pretokenize)
     try:
         return trainer.run()
     finally:
@@ -344,7 +350,9 @@ def train(model_dict: dict[str, Any], tcfg: TrainConfig, shards: str | Path, dev
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config-json", required=True,
-                    help='{"model": {ModelConfig fields}, "train": {TrainConfig fields}}')
+                    help='{"model": {ModelConfig fields}, "train": {TrainConfig fields}, '
+                         '"pretokenize": {"langs": [src, tgt], "tokenize": {lang: steps}, '
+                         '"truecasers": {lang: model}} where the text was pre-tokenized}')
     ap.add_argument("--shards", required=True, help="directory of training shard-*.parquet")
     ap.add_argument("--dev-shards", required=True, help="directory of dev shard-*.parquet")
     ap.add_argument("--spm", required=True, help="sentencepiece model (copied into checkpoints)")
@@ -374,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                if a.max_requeues is not None else None)
     try:
         return train(cfg["model"], tcfg, a.shards, a.dev_shards, a.spm, a.out_dir, a.aux_shards,
-                     a.attempt, requeue)
+                     a.attempt, requeue, cfg.get("pretokenize"))
     except (DamagedShard, ckpt.DamagedCheckpoint) as e:
         # one line naming the file; a DataLoader worker's error carries the worker's traceback
         # in its text, whose last line is "<module>.DamagedShard: <the message>"

@@ -1,6 +1,7 @@
 """bench/gpu_check.sh as a lent GPU machine runs it (issue 33 item 5): only torch, pyarrow,
 pandas, sentencepiece, sacrebleu, tqdm and tensorboard importable (snakemake, jsonschema,
-stanza, nltk and defusedxml blocked by an import hook in every process it starts), no git on
+stanza, nltk, defusedxml and the tokenizers sacremoses, jieba and fugashi blocked by an import
+hook in every process it starts), no git on
 PATH, and a training job stopped by the time budget. Every file must come back: the report and
 the archive of the logs, with the budget stop recorded as a finished run."""
 
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCKED = ("snakemake", "jsonschema", "stanza", "nltk", "defusedxml")
+BLOCKED = ("snakemake", "jsonschema", "stanza", "nltk", "defusedxml", "sacremoses", "jieba",
+           "fugashi")
 HOOK = f'''
 import sys
 

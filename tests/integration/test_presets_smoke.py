@@ -96,6 +96,24 @@ def test_preset_runs_end_to_end_on_its_release_formats(tmp_path, monkeypatch, na
                 f"max_steps @ {t['max_steps']:,}"), (job.name, row)
     scores = json.loads((results / "score_test" / "scores.json").read_text())
     assert scores["controls"] == {s: c for s in plan.systems if (c := plan.control_of(s))}
+    # issue 37: the paper's tokenization ran before BPE (every preset sets one), the
+    # checkpoints carry its truecasers, and the paper's BLEU stands beside its figures
+    assert plan.tokenize, name
+    bpe = json.loads((results / "train_bpe" / "manifest.json").read_text())
+    assert all("/tokenize_corpus/" in p for p in bpe["inputs"]), bpe["inputs"]
+    for corpus in plan.config["corpora"]:
+        tok = json.loads((results / "tokenize_corpus" / corpus / "manifest.json").read_text())
+        assert tok["counts"]["rows"] > 0, corpus
+    for job in plan.jobs:
+        final = results / "train_model" / job / "checkpoints" / "final"
+        assert {f"truecase.{lang}.model" for lang in plan.truecased} <= \
+            {p.name for p in final.iterdir()}, job
+    if plan.config["score"]["tokenized_bleu"]:
+        for test_set in scores["test_sets"]:
+            assert all("tokenized_bleu" in row
+                       for row in scores["results"][test_set]["models"].values()), test_set
+    report = (results / "report" / "report.md").read_text()
+    assert ("### Paper comparison" in report) == bool(plan.paper_bleu), name
     for corpus in plan.test_corpora:
         for split in plan.test_splits:
             assert set(scores["results"][f"{corpus}/{split}"]["models"]) == set(plan.systems)

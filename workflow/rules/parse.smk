@@ -38,7 +38,7 @@ rule stanza_models:
 
 rule parse_shard:
     input:
-        docs=plan.results.ingest_corpus("{corpus}").docs,
+        docs=lambda wc: plan.text_docs(wc.corpus),
         model=lambda wc: plan.results.stanza_models(plan.side_lang(wc.side)).model,
     output:
         **plan.results.parse_shard(),

@@ -7,11 +7,59 @@ from pipeline_lib.codehash import code_hash
 from pipeline_lib.plan.training import PARSE_PRIORITY
 
 
+# The papers' segmentation and casing before BPE (config tokenize; none in the default run): a
+# truecaser per truecased language, learned from the text BPE learns from
+rule train_truecaser:
+    input:
+        docs=[plan.results.ingest_corpus(c).docs for c in plan.bpe_corpora],
+    output:
+        **plan.results.train_truecaser(),
+    log:
+        plan.results.log("train_truecaser"),
+    benchmark:
+        plan.results.benchmark("train_truecaser")
+    priority: 10  # ahead of stanza: see train.smk
+    conda:
+        "../../envs/preprocess.yaml"
+    params:
+        options=lambda wc: plan.options("train_truecaser", lang=wc.lang),
+        code=code_hash("preprocess.pretokenize"),
+    shell:
+        "python -m pipeline_lib.preprocess.pretokenize train --options {params.options:q}"
+        " --docs {input.docs:q} --out {output.model:q} > {log:q} 2>&1"
+
+
+rule tokenize_corpus:
+    input:
+        docs=plan.results.ingest_corpus("{corpus}").docs,
+        truecasers=[plan.results.train_truecaser(lang).model for lang in plan.truecased],
+    output:
+        **plan.results.tokenize_corpus(),
+    log:
+        plan.results.log("tokenize_corpus"),
+    benchmark:
+        plan.results.benchmark("tokenize_corpus")
+    priority: 10  # ahead of stanza: see train.smk
+    conda:
+        "../../envs/preprocess.yaml"
+    params:
+        options=plan.options("tokenize_corpus"),
+        truecasers=" ".join(
+            f"--truecaser {lang} {plan.results.train_truecaser(lang).model}"
+            for lang in plan.truecased
+        ),
+        code=code_hash("preprocess.pretokenize"),
+    shell:
+        "python -m pipeline_lib.preprocess.pretokenize apply --options {params.options:q}"
+        " --docs {input.docs:q} {params.truecasers} --out-dir $(dirname {output.docs:q})"
+        " > {log:q} 2>&1"
+
+
 # Only corpora with a train or mono split (the text BPE learns from): editing a test-only corpus
 # does not retrain BPE, and so every model.
 rule train_bpe:
     input:
-        docs=[plan.results.ingest_corpus(c).docs for c in plan.bpe_corpora],
+        docs=[plan.text_docs(c) for c in plan.bpe_corpora],
     output:
         **plan.results.train_bpe(),
     log:
@@ -33,7 +81,7 @@ rule train_bpe:
 
 rule encode_bpe:
     input:
-        docs=plan.results.ingest_corpus("{corpus}").docs,
+        docs=lambda wc: plan.text_docs(wc.corpus),
         model=plan.results.train_bpe().model,
     output:
         **plan.results.encode_bpe(),
@@ -58,7 +106,7 @@ rule encode_bpe:
 # make_shards so that every other model trains while stanza is still training and parsing.
 rule encode_heads:
     input:
-        docs=plan.results.ingest_corpus("{corpus}").docs,
+        docs=lambda wc: plan.text_docs(wc.corpus),
         model=plan.results.train_bpe().model,
         src=plan.results.parse_corpus().src,
         tgt=plan.results.parse_corpus().tgt,

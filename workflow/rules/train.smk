@@ -25,6 +25,8 @@ rule train_model:
         # a matched control runs after the job whose updates it copies (its manifest)
         budget=lambda wc: plan.budget_inputs(wc.model),
         spm=plan.results.train_bpe().model,
+        # a pre-tokenized run's truecasers, copied into the checkpoints (config tokenize)
+        truecasers=[plan.results.train_truecaser(lang).model for lang in plan.truecased],
         init=lambda wc: plan.init_inputs(wc.model),
     output:
         # best initialises later jobs; final is what evaluation reads (the average of the last
@@ -85,7 +87,7 @@ rule train_model:
         # job's overrides}; only this job's settings, so editing another model's settings does
         # not rerun it. The trainer takes vocab_size from the BPE model. WHY wildcards only:
         # Snakemake leaves params functions of `input` out of its params rerun trigger.
-        cfg=lambda wc: plan.jobs[wc.model].config_json(),
+        cfg=lambda wc: plan.jobs[wc.model].config_json(plan.pretokenize()),
         data=lambda wc: plan.shard_task(plan.jobs[wc.model].data),
         aux=lambda wc: plan.aux_flag(wc.model),
         budget=lambda wc: plan.budget_flag(wc.model),
