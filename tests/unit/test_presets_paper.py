@@ -9,6 +9,7 @@ one), so a table there would be planned as a preset."""
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from pathlib import Path
@@ -174,3 +175,66 @@ def test_paper_figures_are_read_in_the_papers_metric_on_a_scored_test_set(preset
     sets = [f"{c}/{s}" for c in plan.test_corpora for s in config["score"]["test_splits"]]
     assert figures["test_set"] in sets + (["All"] if len(sets) > 1 else []), (preset, sets)
     assert plan.paper_bleu == figures
+
+
+#: keys that name the experiment rather than set it (the languages, corpora, jobs and their
+#: data: the header's corpus and job rows say which of the paper's they are)
+IDENTITY = ("src_lang", "tgt_lang", "models", "extends", "train.corpus", "train.dev_corpus",
+            "score.corpora", "score.test_splits", "model_settings.*.data",
+            "model_settings.*.corpus", "model_settings.*.init_from")
+#: how a run is carried out, not what a paper sets: logging, saving and loading, the device and
+#: the cluster's shape, where models and treebanks come from, the greedy dev BLEU record (the
+#: stop metric, which the table gives, decides whether it selects), rows cut to a multiple of
+#: 8 on a GPU (the token budget holds), the seeds
+RUN = ("train.seed", "train.save_every", "train.log_every", "train.keep_last",
+       "train.num_workers", "train.buffer_sents", "train.device", "train.compile",
+       "train.dev_bleu", "train.pad_multiple", "cluster.*", "parse.threads", "parse.shards",
+       "parse.batch_size", "stanza.model_dir", "stanza.download", "stanza.resources_url",
+       "stanza.model_url", "stanza.ud_url", "stanza.training.seed")
+#: the values each job's row of the paper table gives with its source (checked above)
+TABLE = tuple(f"train.{k}" for k in KEYS + ("min_delta",)) + ("model_settings.*.train.*",)
+PRESET_FILES = sorted(PRESET_DIR.glob("*.yaml")) + sorted((PRESET_DIR / "base").glob("*.yaml"))
+
+
+def _sources(text: str) -> dict[str, str]:
+    """Each leaf key of a preset file (dotted) -> its source: its inline comment, else the
+    comment block right above it, else its nearest ancestor's; the file's opening comment
+    block is the header, no key's."""
+    stack: list[tuple[int, str, str]] = []
+    block: list[str] = []
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#"):
+            block = [] if not s else (block + [s[1:].strip()] if stack or out else [])
+            continue
+        m = re.match(r"^(\s*)([A-Za-z0-9_@.-]+):(?:\s+(.*))?$", line)
+        if not m:
+            continue
+        indent, key, rest = len(m.group(1)), m.group(2), m.group(3) or ""
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        value, _, inline = rest.partition(" #")
+        own = inline.strip().lstrip("#").strip() or " ".join(block)
+        dotted = ".".join([k for _, k, _ in stack] + [key])
+        block = []
+        if value.strip():
+            out[dotted] = own or next((c for *_, c in reversed(stack) if c), "")
+        else:
+            stack.append((indent, key, own))
+    return out
+
+
+@pytest.mark.parametrize("path", PRESET_FILES, ids=lambda p: p.stem)
+def test_every_key_a_preset_sets_has_its_source(path):
+    """Issue 37 item 4: every setting of a preset (and of its base) says where it comes from:
+    the paper (section, table, equation, footnote), a value derived from it, the paper's
+    silence with our choice, or a departure with its reason, beside the value; per-job
+    schedules and stop rules are the paper table's rows; the corpus/data keys and how a run is
+    carried out are named above (IDENTITY, RUN)."""
+    exempt = IDENTITY + RUN + TABLE + ("corpora.*", "downloads.*", "report.*")
+    missing = [f"{key}: {source[:60]!r}" for key, source in _sources(path.read_text()).items()
+               if not any(fnmatch.fnmatch(key, p) or fnmatch.fnmatch(key, p + ".*")
+                          for p in exempt)
+               and not source.startswith(CITES + KINDS)]
+    assert not missing, f"{path.name}: keys without a source:\n  " + "\n  ".join(missing)
