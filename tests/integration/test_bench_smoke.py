@@ -79,6 +79,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "parse_throughput.py": (
         ["--model", "{stanza_es}", "--docs", "{docs}"],
         rf"^{NUM}\Z"),   # the last line: sentences/s alone
+    "pretokenize_throughput.py": (
+        ["--docs", "{docs}"],
+        rf"^pretokenize_throughput: {NUM} sentences/s per core \(moses es\), {NUM} \(moses \+ "
+        r"truecase en\) at 200 sentences$"),
     "preprocess_throughput.py": (
         ["--docs", "{docs}", "--work", "{tmp}"],
         rf"^preprocess_throughput: {NUM} sentences/s per core at 400 sentences; peak RSS "
