@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline_lib.preprocess.pretokenize import Pretokenizer, train_truecaser
+from pipeline_lib.preprocess.pretokenize import train_truecaser
+from pipeline_lib.tokenization import Pretokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 BIBLE = ROOT / "results" / "ingest_corpus" / "bible" / "docs.parquet"

@@ -217,7 +217,7 @@ def pretokenized(checkpoint: Path) -> tuple[Callable[[str], str], Callable[[str]
     record = (read_config(checkpoint).get("train") or {}).get("pretokenize")
     if not record:
         return (lambda line: line), (lambda line: line)
-    from pipeline_lib.preprocess.pretokenize import Pretokenizer, detokenizer
+    from pipeline_lib.tokenization import Pretokenizer, detokenizer
 
     (src, tgt), steps = record["langs"], record["tokenize"]
     src_steps = tuple(steps.get(src) or ())

@@ -356,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # progress with its rate and time left in the job's log (progress_interval)
     detokenize = None
     if a.detokenize:   # imported only then: the GPU machine has no sacremoses
-        from pipeline_lib.preprocess.pretokenize import detokenizer
+        from pipeline_lib.tokenization import detokenizer
 
         detokenize = detokenizer(a.detokenize["lang"], a.detokenize["steps"])
     manifest.counts = decode_file(model, rows, cfg, a.spm, a.output, a.device, document_mode,

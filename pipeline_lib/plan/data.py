@@ -57,9 +57,9 @@ class DataStages:
     @property
     def tokenize(self) -> dict[str, list[str]]:
         """Config ``tokenize`` for the run's two languages: language -> its steps (the papers'
-        segmentation and casing before BPE, pipeline_lib/preprocess/pretokenize.py); empty
+        segmentation and casing before BPE, pipeline_lib/tokenization.py); empty
         (raw text) by default."""
-        from pipeline_lib.preprocess.pretokenize import check_steps
+        from pipeline_lib.tokenization import check_steps
 
         steps = self.config["tokenize"]
         chosen = {lang: list(steps[lang]) for lang in self.lang_pair if steps.get(lang)}

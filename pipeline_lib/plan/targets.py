@@ -31,6 +31,8 @@ class Targets:
                             for c in self.head_corpora for side in ("src", "tgt")
                             for n in range(self.config["parse"]["shards"])],
             "parse_corpus": heads,
+            "train_truecaser": [{"lang": lang} for lang in self.truecased],
+            "tokenize_corpus": corpora if self.tokenize else [],
             "train_bpe": [{}],
             "encode_bpe": corpora,
             "encode_heads": heads,

@@ -81,23 +81,28 @@ def test_lint_is_clean():
 # seven systems decode the five NIST test sets MT02-MT08. Zhang et al.: five NIST test sets decoded by
 # the baseline, DocT and its control. Deguchi et al.: DBSA from scratch and its
 # transformer_scratch control; both sides parsed in parse.shards pieces.
-PRESET_JOBS = {
+PRESET_JOBS = {   # tokenize_corpus: every corpus; train_truecaser: each truecased language
     "chen2021_en-de_ted": {"download_corpus": "2", "check_ldc": "1", "ingest_corpus": "3",
+                           "tokenize_corpus": "3", "train_truecaser": "2",
                            "train_model": "8", "decode_test": "7"},
     "chen2021_en-de_news": {"download_corpus": "2", "check_ldc": "1", "ingest_corpus": "3",
+                            "tokenize_corpus": "3", "train_truecaser": "2",
                             "train_model": "8", "decode_test": "7"},
     "chen2021_en-de_europarl": {"download_corpus": "2", "check_ldc": "1", "ingest_corpus": "4",
+                                "tokenize_corpus": "4", "train_truecaser": "2",
                                 "train_model": "8", "decode_test": "7"},
-    "chen2021_zh-en": {"check_ldc": "1", "ingest_corpus": "9", "train_model": "8",
-                       "decode_test": "35"},
-    "jiang2019_es-en_ted": {"download_corpus": "1", "ingest_corpus": "1", "train_model": "3",
-                            "decode_test": "3"},
-    "zhang2018_zh-en": {"check_ldc": "1", "ingest_corpus": "8", "train_model": "3",
-                        "decode_test": "15"},
-    "deguchi2019_ja-en_aspec": {"ingest_corpus": "1", "stanza_models": "2", "parse_shard": "128",
-                                "parse_corpus": "1", "train_model": "3", "decode_test": "3"},
-    "tu2018_zh-en_ted": {"download_corpus": "1", "ingest_corpus": "1", "train_model": "3",
-                         "decode_test": "3"},
+    "chen2021_zh-en": {"check_ldc": "1", "ingest_corpus": "9", "tokenize_corpus": "9",
+                       "train_truecaser": None, "train_model": "8", "decode_test": "35"},
+    "jiang2019_es-en_ted": {"download_corpus": "1", "ingest_corpus": "1", "tokenize_corpus": "1",
+                            "train_truecaser": "2", "train_model": "3", "decode_test": "3"},
+    "zhang2018_zh-en": {"check_ldc": "1", "ingest_corpus": "8", "tokenize_corpus": "8",
+                        "train_truecaser": None, "train_model": "3", "decode_test": "15"},
+    "deguchi2019_ja-en_aspec": {"ingest_corpus": "1", "tokenize_corpus": "1",
+                                "train_truecaser": None, "stanza_models": "2",
+                                "parse_shard": "128", "parse_corpus": "1", "train_model": "3",
+                                "decode_test": "3"},
+    "tu2018_zh-en_ted": {"download_corpus": "1", "ingest_corpus": "1", "tokenize_corpus": "1",
+                         "train_truecaser": None, "train_model": "3", "decode_test": "3"},
 }
 #: presets with DBSA parse both sides of their training corpus; the others parse nothing
 PARSING = {"deguchi2019_ja-en_aspec"}

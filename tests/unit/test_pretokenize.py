@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline_lib.preprocess.pretokenize import Pretokenizer, check_steps, detokenizer, main
+from pipeline_lib.preprocess.pretokenize import main
+from pipeline_lib.tokenization import Pretokenizer, check_steps, detokenizer
 from pipeline_lib.tables import DOC_SCHEMA
 
 

@@ -27,6 +27,8 @@ STAGE_CLIS = {
     "ingest_corpus": ("pipeline_lib.ingest.__main__", None),
     "stanza_models": ("pipeline_lib.parse.stanza_models", None),
     "parse_shard": ("pipeline_lib.parse.dependencies", "shard"),
+    "train_truecaser": ("pipeline_lib.preprocess.pretokenize", "train"),
+    "tokenize_corpus": ("pipeline_lib.preprocess.pretokenize", "apply"),
     "train_bpe": ("pipeline_lib.preprocess.bpe", "train"),
     "make_shards": ("pipeline_lib.preprocess.shards", "make"),
     "make_head_shards": ("pipeline_lib.preprocess.shards", "make"),
@@ -101,8 +103,11 @@ def test_options_after_a_double_dash_belong_to_the_command_behind_it():
     assert args.nodes == 2 and args.rest == ["--options", "x"]
 
 
-def _wildcards(plan: Plan, rule: str) -> dict[str, str]:
-    """One job's wildcards of ``rule`` (the builders read ``model`` only)."""
+def _wildcards(plan: Plan, rule: str) -> dict[str, str] | None:
+    """One job's wildcards of ``rule`` (the builders read ``model`` only); None for a rule with
+    no job in this plan (a truecaser where no language is truecased)."""
+    if rule == "train_truecaser":
+        return {"lang": plan.truecased[0]} if plan.truecased else None
     return {"model": next(iter(plan.systems))} if rule in ("decode_test", "context_cxmi",
                                                             "discourse_contrastive") else \
         {"corpus": plan.corpora[0]} if rule == "ingest_corpus" else {}
@@ -116,7 +121,9 @@ def test_every_rule_options_are_accepted_by_its_stage(preset, capsys):
     plan = Plan(load_config(overrides={"preset": preset} if preset else None))
     assert set(STAGE_CLIS) == set(_BUILDERS)
     for rule, (module, command) in STAGE_CLIS.items():
-        options = plan.options(rule, **_wildcards(plan, rule))
+        if (wildcards := _wildcards(plan, rule)) is None:
+            continue
+        options = plan.options(rule, **wildcards)
         with pytest.raises(SystemExit) as e:
             importlib.import_module(module).main(
                 [*([command] if command else []), "--options", options, "--help"])
@@ -139,7 +146,7 @@ def test_a_setting_reruns_only_the_stages_that_read_it():
     base = Plan(load_config())
     noisy = Plan(load_config(overrides={"noise": {"mask_rate": 0.3}}))
     changed = {r for r in _BUILDERS if r not in ("decode_test", "discourse_contrastive",
-                                                 "context_cxmi",
+                                                 "context_cxmi", "train_truecaser",
                                                  "ingest_corpus")
                and base.options(r) != noisy.options(r)}
     assert changed == {"noise_docs", "report"}
