@@ -56,18 +56,23 @@ def _side_texts(docs: list[Path], side: str, splits: set[str]) -> Iterable[str]:
 
 
 def apply(docs: Path, out: Path, src: Pretokenizer, tgt: Pretokenizer) -> dict:
-    """``docs`` with each source sentence and every reference tokenized by its side's steps."""
-    table = pq.read_table(docs)
-    src_col = [src(t) for t in table.column("src").to_pylist()]
-    tgt_col = [None if refs is None else [tgt(r) for r in refs]
-               for refs in table.column("tgt").to_pylist()]
-    table = table.set_column(table.schema.get_field_index("src"), "src",
-                             pa.array(src_col, table.schema.field("src").type))
-    table = table.set_column(table.schema.get_field_index("tgt"), "tgt",
-                             pa.array(tgt_col, table.schema.field("tgt").type))
-    with atomic_output(out) as tmp:
-        pq.write_table(table, tmp)
-    return {"rows": table.num_rows, "references": sum(len(r) for r in tgt_col if r)}
+    """``docs`` with each source sentence and every reference tokenized by its side's steps,
+    one record batch at a time (a WMT-sized corpus is never held whole)."""
+    rows = references = 0
+    source = pq.ParquetFile(docs, pre_buffer=False)
+    schema = source.schema_arrow
+    with atomic_output(out) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        for batch in source.iter_batches(batch_size=10_000):
+            tgt_col = [None if refs is None else [tgt(r) for r in refs]
+                       for refs in batch.column("tgt").to_pylist()]
+            columns = {"src": pa.array([src(t) for t in batch.column("src").to_pylist()],
+                                       schema.field("src").type),
+                       "tgt": pa.array(tgt_col, schema.field("tgt").type)}
+            writer.write_batch(pa.record_batch(
+                [columns.get(name, batch.column(name)) for name in schema.names], schema=schema))
+            rows += batch.num_rows
+            references += sum(len(r) for r in tgt_col if r)
+    return {"rows": rows, "references": references}
 
 
 @exits_on_full_disk
