@@ -40,7 +40,7 @@ each mode also prints where the trainer's time went (pipeline_lib/training/phase
 ``--profile N``: afterwards, ``N`` more trainer updates under ``torch.profiler`` and the top
 entries by self time. On CUDA every round also prints the peak GPU memory per 1,000 batch
 tokens. ``--smoke`` (CI): two rounds of one update each on CPU (with ``--epochs``: those epochs in
-six rounds), tiny sizes, 512 tokens or the job file's own batches.
+six rounds), tiny sizes, 512 tokens or the job file's own batches, ``--profile`` at most 2 updates.
 """
 
 from __future__ import annotations
@@ -268,10 +268,13 @@ def main() -> None:
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: this process's CPU time (CPU devices; a machine shared with other "
                          "jobs then slows neither side, and 0 workers keep all loading in it)")
-    ap.add_argument("--smoke", action="store_true", help="CI: 2 rounds of 1 update (or --epochs in 6 rounds) on CPU, tiny")
+    ap.add_argument("--smoke", action="store_true",
+                    help="CI: 2 rounds of 1 update (or --epochs in 6 rounds) on CPU, tiny, "
+                         "--profile at most 2")
     a = ap.parse_args()
     if a.smoke:   # with --epochs: the epochs, in 6 rounds; a job file keeps its own batches
         a.updates, a.rounds, a.device, a.size = 2, 6 if a.epochs else 2, "cpu", "tiny"
+        a.profile = min(a.profile, 2)   # the profiler's table from 2 updates per mode
         a.max_tokens = a.max_tokens or (0 if a.jobs else 512)
     if a.threads:
         torch.set_num_threads(a.threads)
