@@ -43,6 +43,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
         ["--shards", "{shards}/sent/train"],
         rf"^batch_shapes: \d+ shapes in epoch 1 with rows cut to 8 \(\d+ with rows by budget\) "
         r"at 512 tokens$"),
+    "dag_build.py": (
+        # the finished tiny run (test_reruns.py may have left a job to redo: any count)
+        ["--directory", "{run}", "--configfile", "{root}/config/config.yaml", "{run}/config.yaml"],
+        rf"^dag_build: {NUM} s to plan \d+ jobs \(median of 1\)$"),
     "decode_throughput.py": (
         ["--checkpoint", "{checkpoint}", "--shards", "{shards}/sent/dev"],
         rf"^beam4_bs64_sentences_per_s={NUM}$"),
