@@ -54,14 +54,11 @@ browser:
 	  && apt-get install -y -qq --no-install-recommends chromium; } \
 	  || echo "chromium could not be installed: the report browser test will be skipped"
 
-# Three pytest-xdist workers on CI's two cores: the SLURM tests spend most of their time asleep
-# (the executor plugin polls at growing intervals, the stand-in's time limits are clock time), and
-# a third worker runs CPU-bound tests meanwhile; with two, the cores were idle for 21 % of the
-# suite's 28 minutes. --dist loadgroup schedules each test as a unit of its own, except
+# Two pytest-xdist workers; --dist loadgroup schedules each test as a unit of its own, except
 # tests/integration/test_reruns.py's, which edit the tiny run every worker shares and so run on
 # one worker (timings: bench/RESULTS.md).
 test: corpus browser
-	$(PY) -m pytest -q -x -n 3 --dist loadgroup --durations=15 tests
+	$(PY) -m pytest -q -x -n 2 --dist loadgroup --durations=15 tests
 
 lint: install
 	$(VENV)/bin/snakemake --lint

@@ -528,12 +528,12 @@ def test_a_training_longer_than_three_time_limits_requeues_itself_and_ends_as_on
     use one of the profile's 2 retries, so a run needing 3 time limits or more failed. At each
     time-limit warning the trainer now saves and requeues its own job (`scontrol requeue`): one
     sbatch, one Snakemake attempt, SLURM's restarts only, and the weights of an uninterrupted
-    run. One SLURM minute lasts 7.5 s here: `runtime: 8` with the rule's `--signal=TERM@120`
-    signals 45 s after each start, of which start-up (the in-job Snakemake, the trainer) takes
-    about 11 s on an idle 2-core machine and more beside other tests (CI once needed over
-    15 s, the margin this test had then: the signal came before the trainer's handler and the
-    job failed; `make test` runs three workers on two cores); a test hook lets each attempt
-    make at most 20 updates, so the 70 updates need at least 3 time limits."""
+    run. One SLURM minute lasts 7.5 s here: `runtime: 6` with the rule's `--signal=TERM@120`
+    signals 30 s after each start, of which start-up (the in-job Snakemake, the trainer) takes
+    about 11 s on an idle 2-core machine and more beside another test (CI once needed over
+    15 s, the margin this test had before: the signal then came before the trainer's handler
+    and the job failed); a test hook lets each attempt make at most 20 updates, so the 70
+    updates need at least 3 time limits."""
     train = {**_config({})["train"], "max_steps": 70, "log_every": 10}
     ref = _copy(upstream, tmp_path / "ref", train=train)
     # 2 threads, as the shims' job gets them: the same seed and threads give the same weights
@@ -544,7 +544,7 @@ def test_a_training_longer_than_three_time_limits_requeues_itself_and_ends_as_on
 
     work = _copy(upstream, tmp_path / "work", train=train)
     state = tmp_path / "fake_slurm"
-    with _running(work, state, profile=_site_profile(tmp_path / "profile", runtime=8),
+    with _running(work, state, profile=_site_profile(tmp_path / "profile", runtime=6),
                   FAKE_SLURM_TIME_SCALE="0.125", DOCMT_TEST_UPDATES_PER_ATTEMPT="19") as proc:
         out, _ = proc.communicate(timeout=900)
     log = (work / "logs/train_model/transformer.log").read_text()
