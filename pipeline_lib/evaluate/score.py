@@ -41,10 +41,11 @@ references. METEOR's word alignment is NLTK's; its corpus aggregation is ours
   context model against its random-context twin (``twin``) or its own decodings with random or
   empty context (``ctx_random``, ``ctx_empty``), under ``against.<KIND>`` of the model's row.
 * Several seeds (``--replicate SYSTEM GROUP SEED``: SYSTEM is seed SEED's run of GROUP, e.g.
-  ``doct_seed2`` of ``doct``): each seed's systems are tested against that seed's baseline and
-  their controls (the paired bootstrap above, per seed), and each GROUP gets its mean ± sample
-  sd over seeds and a paired t-test across seeds (:func:`across_seeds`) of its per-seed BLEU
-  difference to its control's group and to the baseline's. WHY that test: a model and its
+  ``doct_seed2`` of ``doct``; a system without one, such as a baseline every seed shares under
+  ``seed_scope: fine_tune``, was trained once): each seed's systems are tested against that
+  seed's baseline and their controls (the paired bootstrap above, per seed), and each GROUP
+  gets its mean ± sample sd over seeds and a paired t-test across seeds (:func:`across_seeds`)
+  of its per-seed BLEU difference to its control's group and to the baseline's. WHY that test: a model and its
   control of one seed share their initial checkpoint and data order, so the per-seed
   difference cancels what the seed does to both, and the t-test asks whether the mean of those
   differences is zero given how much they vary between seeds: the variation a single run's
@@ -233,18 +234,26 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
 
 def seed_groups(models: list[str], replicates: dict[str, tuple[str, int]]) -> list[list[str]]:
     """The systems tested together against one baseline: all of them (one seed), or per seed
-    that seed's systems behind that seed's baseline (``models[0]`` is seed 1's)."""
+    that seed's systems behind that seed's baseline (``models[0]`` is seed 1's). A system
+    trained once for every seed (not in ``replicates``: config ``seed_scope: fine_tune``) is
+    every seed's baseline where it is the baseline, else a member of the first seed's group."""
     if not replicates:
         return [models]
-    base_group = replicates[models[0]][0]
-    seeds = list(dict.fromkeys(seed for _, seed in (replicates[m] for m in models)))
+    shared = [m for m in models[1:] if m not in replicates]
+    seeds = list(dict.fromkeys(seed for _, seed in replicates.values()))
     groups = []
     for seed in seeds:
-        members = [m for m in models if replicates[m][1] == seed]
-        base = [m for m in members if replicates[m][0] == base_group]
-        if len(base) != 1:
-            raise ValueError(f"seed {seed}: no run of the baseline {base_group} among {members}")
+        members = [m for m in models if replicates.get(m, (None, None))[1] == seed]
+        if models[0] in replicates:
+            base_group = replicates[models[0]][0]
+            base = [m for m in members if replicates[m][0] == base_group]
+            if len(base) != 1:
+                raise ValueError(f"seed {seed}: no run of the baseline {base_group} among "
+                                 f"{members}")
+        else:
+            base = [models[0]]
         groups.append(base + [m for m in members if m != base[0]])
+    groups[0][1:1] = shared
     return groups
 
 
@@ -305,7 +314,9 @@ def across_seeds(rows: dict[str, dict], baseline: str, controls: dict[str, str],
     for system, (group, seed) in replicates.items():
         if system in rows:
             by_group.setdefault(group, {})[seed] = system
-    base_group = replicates[baseline][0]
+    # the baseline of each seed: its run of the baseline, or the one baseline every seed shares
+    base_group = replicates.get(baseline, (baseline,))[0]
+    base = by_group.get(base_group) or {s: baseline for r in by_group.values() for s in r}
     out = {}
     for group, runs in by_group.items():
         seeds = sorted(runs)
@@ -314,13 +325,12 @@ def across_seeds(rows: dict[str, dict], baseline: str, controls: dict[str, str],
                        "mean": round(statistics.fmean(bleu), 2),
                        "sd": round(statistics.stdev(bleu), 2) if len(bleu) > 1 else None}
         if group != base_group:
-            base = by_group[base_group]
             entry["baseline"] = {"group": base_group, **paired_t(
                 [rows[runs[s]]["bleu"] - rows[base[s]]["bleu"] for s in seeds], level)}
         control = {s: controls[runs[s]] for s in seeds if runs[s] in controls}
         if control and len(control) == len(seeds):
             entry["control"] = {
-                "group": replicates[control[seeds[0]]][0],
+                "group": replicates.get(control[seeds[0]], (control[seeds[0]],))[0],
                 "per_seed_p": [rows[runs[s]]["control"]["bleu_p"] for s in seeds],
                 **paired_t([rows[runs[s]]["control"]["bleu_delta"] for s in seeds], level)}
         out[group] = entry
@@ -455,9 +465,8 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
         unknown = sorted(set(named) - set(models))
         if unknown:
             raise ValueError(f"{flag} names systems without hypotheses: {unknown}")
-    if replicates and set(replicates) != set(models):
-        raise ValueError(f"--replicate must name every system once: missing "
-                         f"{sorted(set(models) - set(replicates))}, unknown "
+    if not set(replicates) <= set(models):
+        raise ValueError(f"--replicate names unknown systems: "
                          f"{sorted(set(replicates) - set(models))}")
     for name, ts in sets.items():
         absent = [m for m in models if m not in ts.hyps]

@@ -214,29 +214,41 @@ class TrainingJobs:
         return twins
 
     def _seed(self, seeds: list[int]) -> None:
-        """Train every job with ``seeds``: one seed keeps the names (``train.seed`` = it); several
-        repeat every job (chains and controls) as ``<job>_seed<N>``, each link starting from the
-        same seed's parent, so a model and its control of seed N share their initial checkpoint
-        and pair up in the test across seeds."""
+        """Train with ``seeds``: one seed keeps the names (``train.seed`` = it); several repeat
+        jobs as ``<job>_seed<N>``, each link starting from the same seed's parent, so a model
+        and its control of seed N share their initial checkpoint and pair up in the test across
+        seeds. Which jobs repeat is ``seed_scope``: ``fine_tune`` (default) repeats every job
+        that starts from a checkpoint and trains a job from scratch (the baseline, cross-task
+        pre-training) once, with the first seed, shared by every seed's fine-tunes (issue 34:
+        "replicate the fine-tune stage over at least 3 seeds from one baseline"; the baseline is
+        the most expensive job of a converged run); ``all`` repeats every job, so the spread
+        also holds what the seed does to the baseline."""
         if len(seeds) == 1:
             self.jobs = {n: replace(j, train={**j.train, "seed": seeds[0]})
                          for n, j in self.jobs.items()}
             return
+        repeated = {n for n, j in self.jobs.items()
+                    if self.config["seed_scope"] == "all" or j.init_from}
+
+        def run(job: str | None, seed: int) -> str | None:
+            return replica_name(job, seed) if job in repeated else job
+
         single, self.jobs = self.jobs, {}
         for name, job in single.items():
+            if name not in repeated:
+                self.jobs[name] = replace(job, train={**job.train, "seed": seeds[0]})
+                continue
             for seed in seeds:
-                rep = replica_name(name, seed)
-                init = replica_name(job.init_from, seed) if job.init_from else None
-                self.jobs[rep] = replace(job, name=rep, init_from=init, budget_of=(
-                    replica_name(job.budget_of, seed) if job.budget_of else None), train={
+                rep, init = replica_name(name, seed), run(job.init_from, seed)
+                self.jobs[rep] = replace(job, name=rep, init_from=init,
+                                         budget_of=run(job.budget_of, seed), train={
                     **job.train, "seed": seed,
                     "init_from": self.checkpoint(init, CKPT_BEST) if init else None})
                 self.replicas[rep] = (name, seed)
-        self.controls = {replica_name(m, s): replica_name(c, s)
-                         for m, c in self.controls.items() for s in seeds}
-        self.twins = {replica_name(m, s): replica_name(t, s)
-                      for m, t in self.twins.items() for s in seeds}
-        self.models = [replica_name(m, s) for m in self.config["models"] for s in seeds]
+        self.controls = {run(m, s): run(c, s) for m, c in self.controls.items() for s in seeds}
+        self.twins = {run(m, s): run(t, s) for m, t in self.twins.items() for s in seeds}
+        self.models = list(dict.fromkeys(run(m, s) for m in self.config["models"]
+                                         for s in seeds))
 
     def train_priority(self, job: str) -> int:
         """Snakemake priority of a training job when cores are scarce: the baseline and every

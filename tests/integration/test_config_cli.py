@@ -35,7 +35,8 @@ def test_nested_seeds_are_integers(tmp_path):
     configs = _dry_run(tmp_path, "seeds=[1, 2, 3]")
     jobs = _train_configs(configs)
     assert {c["train"]["seed"] for c in jobs.values()} == {1, 2, 3}
-    assert {"transformer_seed1", "transformer_seed2", "transformer_seed3"} <= set(jobs)
+    assert {"transformer", "doct_seed1", "doct_seed2", "doct_seed3"} <= set(jobs)
+    assert jobs["transformer"]["train"]["seed"] == 1     # one baseline for every seed
 
 
 def test_nested_train_values_are_integers_and_reach_every_job(tmp_path):

@@ -1,8 +1,9 @@
 """The run profiles: config/converged.yaml (every job to its dev plateau) and config/gpu.yaml
 (the converged profile on one GPU) plan with `snakemake -n` (CI does not run them), `make`
 starts them with their config files, and a 2-update version of the converged regime with two
-seeds runs end to end (`snakemake --cores 2`): every chain and control per seed, each stopped
-by the rule, scored per seed and across seeds, the report opening with its verdict."""
+seeds runs end to end (`snakemake --cores 2`): one baseline, every fine-tune and control per
+seed, each stopped by the rule, scored per seed and across seeds, the report opening with its
+verdict."""
 
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ def test_make_targets_start_the_profiles(target, files):
 @pytest.mark.slow
 def test_two_updates_of_the_stop_rule_with_two_seeds_end_to_end(tmp_path, shared_dir):
     """The converged regime in two updates: every job validates after each update and a
-    min_delta no gain reaches ends it on a plateau at update 2 (cap 5); seeds [1, 2] repeat the
-    baseline, DocT and DocT's control."""
+    min_delta no gain reaches ends it on a plateau at update 2 (cap 5); seeds [1, 2] repeat
+    DocT and DocT's control from one baseline."""
     rule = {"patience": 1, "min_delta": 100.0, "validate_every": 1, "save_every": 1,
             "log_every": 1, "warmup": 2, "max_steps": 5}
     cfg = {
@@ -89,8 +90,9 @@ def test_two_updates_of_the_stop_rule_with_two_seeds_end_to_end(tmp_path, shared
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     results = tmp_path / "results"
     plan = Plan(load_config(ROOT / "config" / "config.yaml", tmp_path / "config.yaml"))
-    assert sorted(plan.jobs) == sorted(f"{j}_seed{s}" for s in (1, 2) for j in
-                                       ("transformer", "doct", "transformer_plus_matched_doct"))
+    # one baseline (from scratch), the fine-tune stage per seed (seed_scope fine_tune)
+    assert sorted(plan.jobs) == sorted(["transformer"] + [
+        f"{j}_seed{s}" for s in (1, 2) for j in ("doct", "transformer_plus_matched_doct")])
     for job in plan.jobs.values():
         man = json.loads((results / "train_model" / job.name / "manifest.json").read_text())
         # issue 34 item 1: the control trains exactly DocT's updates, after it, rule off

@@ -100,7 +100,7 @@ def test_load_config_reads_config_args_as_the_snakefile_does():
     assert plan.seeds == [1, 2, 3]
     # 5: the control of cross-task's pre-training, half of whose updates restore documents
     assert {j.train["max_steps"] for j in plan.jobs.values()} == {10, 5}
-    assert plan.jobs["transformer_seed1"].train["max_steps"] == 10
+    assert plan.jobs["doct_seed1"].train["max_steps"] == 10
 
 
 def test_command_line_train_reaches_every_job_of_a_preset():

@@ -285,11 +285,42 @@ def test_the_baselines_chain_trains_first_then_parsing_then_independent_chains(d
     assert default.train_priority(default.control_of("crosstask")) == 1
 
 
-def test_several_seeds_repeat_every_chain_and_control_per_seed():
-    """seeds: [1, 2, 3]: every job (chains and controls) once per seed as <job>_seed<N>, each
+def test_several_seeds_repeat_the_fine_tunes_from_one_baseline():
+    """seeds: [1, 2, 3] (seed_scope fine_tune, the default; issue 34 item 5): every job that
+    starts from a checkpoint once per seed as <job>_seed<N>, each from the same seed's parent;
+    the jobs trained from scratch (baseline, cross-task pre-training, its control) once, with
+    the first seed, shared by every seed; each model against the same seed's control."""
+    plan = Plan(load_config(overrides={"seeds": [1, 2, 3]}))
+    single = Plan(load_config())
+    scratch = {j for j, job in single.jobs.items() if not job.init_from}
+    assert scratch == {"transformer", "crosstask_pretrain", "transformer_scratch100"}
+    assert set(plan.jobs) == scratch | {f"{j}_seed{s}" for j in single.jobs.keys() - scratch
+                                        for s in (1, 2, 3)}
+    assert plan.jobs["transformer"].train == {**single.jobs["transformer"].train, "seed": 1}
+    doct = plan.jobs["doct_seed2"]
+    assert doct.train["seed"] == 2 and doct.init_from == "transformer"
+    assert doct.train["init_from"] == "results/train_model/transformer/checkpoints/best"
+    assert {k: v for k, v in doct.train.items() if k != "seed"} == \
+        {k: v for k, v in single.jobs["doct"].train.items() if k != "seed"}
+    assert plan.controls["doct_seed3"] == f"{single.controls['doct']}_seed3"
+    assert plan.jobs[plan.controls["doct_seed3"]].init_from == "transformer"
+    assert plan.jobs["crosstask_seed2"].init_from == "crosstask_pretrain"
+    assert plan.models[:3] == ["transformer", "dbsa_seed1", "dbsa_seed2"]
+    assert plan.baseline == "transformer" and plan.replica("transformer") is None
+    assert plan.replica("crosstask_seed2_sent") == ("crosstask_sent", 2)
+    replicates = json.loads(plan.options("score_test"))["replicate"]
+    assert len(replicates) == len(plan.systems) - 1 == 3 * (len(single.systems) - 1)
+    per_system = len(plan.test_corpora) * len(plan.test_splits)
+    assert len(plan.hypotheses()) == 3 * len(single.hypotheses()) - 2 * per_system
+    assert {plan.train_priority(j) for j in ("transformer", "doct_seed1", "doct_seed3")} == {10}
+    assert plan.train_priority("crosstask_seed2") == 1
+
+
+def test_seed_scope_all_repeats_every_chain_and_control_per_seed():
+    """seed_scope all: every job (chains and controls) once per seed, the baseline too, each
     link initialised from the same seed's parent, each model against the same seed's control
     and baseline; the report and the score get which system is which seed's run."""
-    plan = Plan(load_config(overrides={"seeds": [1, 2, 3]}))
+    plan = Plan(load_config(overrides={"seeds": [1, 2, 3], "seed_scope": "all"}))
     single = Plan(load_config())
     assert set(plan.jobs) == {f"{j}_seed{s}" for j in single.jobs for s in (1, 2, 3)}
     doct = plan.jobs["doct_seed2"]
@@ -446,7 +477,7 @@ def test_context_twins_and_ablations_exist_for_context_models_only():
     # seeds: each seed's model gets its own twin and ablations
     seeded = Plan(load_config(overrides={**on, "seeds": [1, 2]}))
     assert seeded.twins["doct_seed2"] == "doct_random_context_seed2"
-    assert seeded.jobs["doct_random_context_seed2"].init_from == "transformer_seed2"
+    assert seeded.jobs["doct_random_context_seed2"].init_from == "transformer"
     assert seeded.replica("doct_seed2_ctx_empty") == ("doct_ctx_empty", 2)
     assert ["doct_seed2", "doct_seed2_ctx_empty", "ctx_empty"] in \
         json.loads(seeded.options("score_test"))["against"]

@@ -10,9 +10,9 @@ from pipeline_lib.evaluate.score import SIG_MARK
 
 def baseline_of(scores: dict, system: str) -> str:
     """The baseline ``system`` is tested against: the run's, or with several seeds the same
-    seed's run of it (score.seed_groups)."""
+    seed's run of it (score.seed_groups) unless every seed shares one."""
     reps = scores.get("replicates") or {}
-    if system not in reps:
+    if system not in reps or scores["baseline"] not in reps:
         return scores["baseline"]
     group, seed = reps[scores["baseline"]][0], reps[system][1]
     return next(s for s, (g, n) in reps.items() if g == group and n == seed)
@@ -93,6 +93,15 @@ def seeds_table(scores: dict) -> Table | None:
                 "" if c is None else fmt(c["p"], 4) + (SIG_MARK if c["significant"] else ""),
                 "" if b is None else mean_sd(b),
                 "" if b is None else fmt(b["p"], 4) + (SIG_MARK if b["significant"] else "")])
+    reps = scores["replicates"]
+    if scores["baseline"] in reps:
+        t.notes.append("Every job, the baseline included, was trained once per seed.")
+    else:
+        n = len({seed for _, seed in reps.values()})
+        t.notes.append(f"The fine-tune stage was replicated over {n} seeds from one baseline, "
+                       f"{scores['baseline']}, trained once (seed_scope: fine_tune): the spread "
+                       "is what the seed does to the fine-tunes and controls, not to the "
+                       "baseline.")
     t.notes.append("sd: sample standard deviation over seeds. Each seed's model is compared "
                    "with the same seed's control and baseline (they share its initial "
                    "checkpoint and data order); p per seed: sacreBLEU's paired bootstrap; "

@@ -509,6 +509,32 @@ def test_several_seeds_give_statistics_across_seeds_and_a_t_test_verdict(tmp_pat
     assert {roles[f"ctrl_seed{s}"] for s in seeds} == {"control"}
 
 
+def test_seeds_from_one_baseline_are_tested_against_it_and_say_so(tmp_path):
+    """seed_scope fine_tune (issue 34 item 5): the baseline trained once, DocT and its control
+    per seed from it; every seed's DocT is compared with that one baseline, and the report says
+    the fine-tune stage was replicated from one baseline."""
+    seeds = (1, 2, 3)
+    models = ["transformer"] + [f"{m}_seed{s}" for m in ("doct",) for s in seeds]
+    parents = {f"{j}_seed{s}": "transformer" for j in ("doct", "ctrl") for s in seeds}
+    controls = {f"doct_seed{s}": f"ctrl_seed{s}" for s in seeds}
+    replicates = {f"{g}_seed{s}": (g, s) for g in ("doct", "ctrl") for s in seeds}
+    paths = build_results(tmp_path, models, parents=parents, controls=controls,
+                          replicates=replicates)
+    md = (run_report(paths) / "report.md").read_text()
+    scores = json.loads(paths["scores"].read_text())["results"]["bible/test"]
+    row = md_rows(section(md, "Verdict"))[1]
+    assert row[0] == "doct" and row[4].endswith("(paired t-test across seeds)")
+    across = section(md, "BLEU with 95 % intervals").split("### Across seeds")[1]
+    assert "replicated over 3 seeds from one baseline, transformer, trained once" in across
+    assert "transformer" not in {r[1] for r in md_rows(across)[1:]}
+    bleu = {r[1]: r for r in md_rows(section(md, "BLEU with 95 % intervals"))[1:]
+            if r[0] == "bible/test"}
+    b, d2 = scores["models"]["transformer"]["bleu"], scores["models"]["doct_seed2"]["bleu"]
+    assert bleu["doct_seed2"][4].rstrip("†") == f"{d2 - b:+.2f}"
+    roles = {r[0]: r[1] for r in md_rows(section(md, "Training"))[1:]}
+    assert roles["transformer"] == "baseline" and roles["ctrl_seed2"] == "control"
+
+
 # ------------------------------------------------------------------------------------------------
 # the data-subset gap: systems trained alike that differ only in the shards they read
 # ------------------------------------------------------------------------------------------------

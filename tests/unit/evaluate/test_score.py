@@ -274,9 +274,33 @@ def test_seeds_are_tested_within_each_seed_and_across_seeds(tmp_path):
     assert c["per_seed_p"] == [rows_[f"model_seed{s}"]["control"]["bleu_p"] for s in (1, 2, 3)]
     assert "control" not in seeds["base"] and "baseline" not in seeds["base"]
     assert seeds["ctrl"]["baseline"]["group"] == "base"
-    with pytest.raises(ValueError, match="--replicate must name every system"):
+    with pytest.raises(ValueError, match="--replicate names unknown systems: \\['nope'\\]"):
         score.score_all({"c": tmp_path / "docs.parquet"}, runs, "base_seed1", score.ScoreConfig(),
-                        Manifest("t"), controls, {"base_seed1": ("base", 1)})
+                        Manifest("t"), controls, {**replicates, "nope": ("x", 1)})
+    with pytest.raises(ValueError, match="seed 2: no run of the baseline base"):
+        score.score_all({"c": tmp_path / "docs.parquet"}, runs, "base_seed1", score.ScoreConfig(),
+                        Manifest("t"), controls,
+                        {k: v for k, v in replicates.items() if k != "base_seed2"})
+    # one baseline every seed shares (seed_scope fine_tune): no replicate of its own; every
+    # seed's model is tested against it, and the t-test against it reads the per-seed Δ
+    shared = [r for r in runs if r[0] not in ("base_seed2", "base_seed3")]
+    shared[0] = ("base", *shared[0][1:])
+    one = {k: v for k, v in replicates.items() if not k.startswith("base")}
+    out = score.score_all({"c": tmp_path / "docs.parquet"}, shared, "base",
+                          score.ScoreConfig(bootstrap_samples=100), Manifest("t"), controls, one)
+    res = out["results"]["c/test"]
+    assert score.seed_groups(out["models"], one) == [
+        ["base", "model_seed1", "ctrl_seed1"], ["base", "model_seed2", "ctrl_seed2"],
+        ["base", "model_seed3", "ctrl_seed3"]]
+    assert "base" not in res["seeds"] and set(res["seeds"]) == {"model", "ctrl"}
+    base = res["models"]["base"]["bleu"]
+    assert res["seeds"]["model"]["baseline"]["deltas"] == [
+        round(res["models"][f"model_seed{s}"]["bleu"] - base, 2) for s in (1, 2, 3)]
+    assert res["seeds"]["model"]["baseline"]["group"] == "base"
+    alone = score.score_all({"c": tmp_path / "docs.parquet"}, [shared[0], runs[4]], "base",
+                            score.ScoreConfig(bootstrap_samples=100), Manifest("t"))
+    assert res["models"]["model_seed2"]["bleu_p"] == \
+        alone["results"]["c/test"]["models"]["model_seed2"]["bleu_p"]
 
 
 def test_paired_t_without_spread():
