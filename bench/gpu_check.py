@@ -228,11 +228,24 @@ def verdict(spec: dict) -> list[str]:
     ts = scores["test_sets"][-1]
     rows = scores["results"][ts]["models"]
     lines = [f"Test set {ts}: " + ", ".join(f"{m} {r['bleu']:.2f}" for m, r in rows.items())]
+    # several seeds (the profile's): the rule reads the t-test across them; each seed's paired
+    # bootstrap is listed below it
+    for group, e in (scores["results"][ts].get("seeds") or {}).items():
+        if "control" not in e:
+            continue
+        c = e["control"]
+        intervals = [rows[s]["control"].get("bleu_delta_ci_documents") for s in e["systems"]]
+        said = decide(Evidence(c["mean"], c["seeds"], c["significant"], intervals))
+        lines.append(f"Verdict: {group} against its matched control {c['group']} over "
+                     f"{c['seeds']} seeds: {said}: mean Δ {c['mean']:+.2f} BLEU (sd {c['sd']}), "
+                     f"p {c['p']} (paired t-test across seeds; GPU slice, capped: see the stop "
+                     "table)")
     for model, control in scores["controls"].items():
         c = rows[model]["control"]
         said = decide(Evidence(c["bleu_delta"], 1, c["bleu_significant"],
                                [c.get("bleu_delta_ci_documents")]))
-        lines.append(f"Verdict: {model} against its matched control {control}: {said}: "
+        lines.append(f"{'Seed' if model in (scores.get('replicates') or {}) else 'Verdict'}: "
+                     f"{model} against its matched control {control}: {said}: "
                      f"Δ {c['bleu_delta']:+.2f} BLEU, p {c['bleu_p']}, document interval "
                      f"{c.get('bleu_delta_ci_documents')} (paired bootstrap; GPU slice, "
                      "capped: see the stop table)")

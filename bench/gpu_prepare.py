@@ -20,7 +20,8 @@ The JSON has:
   update reads that stream), each from scratch (no init_from) with the GPU profile's sizes;
 - ``slice``: the converged slice as stages of commands (the commands of a stage run side by
   side): the baseline to its plateau, DocT to its own, its matched control and its
-  random-context twin to DocT's updates, decoding the test set (DocT also with random and empty
+  random-context twin to DocT's updates (DocT, control and twin once per seed of the profile,
+  from the one baseline), decoding the test set (DocT also with random and empty
   context), scoring with the paired bootstrap. The caps (``SLICE``) fit the slice into bench/
   gpu_check.sh's 9 minutes on one H100 only if the trainer runs near its update's speed; a job
   that hits its cap is named in the verdict.
@@ -62,7 +63,10 @@ SMOKE = {"model_sizes": {"base": {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_
          "decode": {"beam": 2, "batch_size": 8, "max_len_b": 3},
          # the twin and the ablated decodes run on the GPU (tests/integration/test_pipeline_e2e.py
          # runs them on CPU); on 2 shared CPU cores six decodes side by side outran the budget
-         "score": {"bootstrap_samples": 10, "context_ablation": False, "context_twins": False}}
+         "score": {"bootstrap_samples": 10, "context_ablation": False, "context_twins": False},
+         # one seed: the profile's three would triple the smoke's fine-tunes; the verdict over
+         # seeds is tested on its scores (tests/unit/test_gpu_check_verdict.py)
+         "seeds": None}
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -156,7 +160,9 @@ def main() -> None:
     over = {"results_dir": a.results or ("results/gpu-smoke" if a.smoke else None)}
     over = {k: v for k, v in over.items() if v}
     extra = SMOKE if a.smoke else {}
-    full = Plan(load_config(*(ROOT / f for f in PROFILE), overrides=_merge(extra, over)))
+    # the modes' jobs and the inputs by their single-seed names (seeds do not change them)
+    full = Plan(load_config(*(ROOT / f for f in PROFILE),
+                            overrides=_merge(_merge(extra, over), {"seeds": None})))
     part = Plan(load_config(*(ROOT / f for f in PROFILE),
                             overrides=_merge(_merge(SLICE, extra), over)))
     copied = copy_inputs(full, a.source)

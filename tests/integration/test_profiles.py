@@ -34,16 +34,19 @@ def _dry_run(work: Path, files: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_profile_plans(tmp_path, profile):
     """Issue 34 item 1: every model has a control of its own that trains exactly the model's
-    updates after it. GPU: every registered model with its control; cross-task's chain gets
-    two (its pre-training's, its fine-tune's), 13 training jobs, 12 decoded systems (the
-    pre-training's control is not evaluated). Converged on CPU: cross-task left out
-    (config/converged.yaml), so the baseline, four fine-tunes and their four controls. Both
-    add every context model's random-context twin (a training and a decode each: DocT, CAMN,
-    the cache, and on the GPU cross-task) and its decodings with random and empty context (two
-    decodes each; issue 34 items 2-3)."""
+    updates after it. Both add every context model's random-context twin (a training and a
+    decode each: DocT, CAMN, the cache, and on the GPU cross-task) and its decodings with random
+    and empty context (two decodes each; items 2-3), and repeat the fine-tune stage over three
+    seeds from one baseline (item 5). GPU: every registered model with its control; cross-task's
+    chain gets two (its pre-training's, its fine-tune's); trained once from scratch: the
+    baseline, cross-task's pre-training and its control; per seed 14 trainings and 23 decoded
+    systems (the pre-training's control is not evaluated). Converged on CPU: cross-task left
+    out (config/converged.yaml), so per seed four fine-tunes, their four controls and three
+    twins, 17 decoded systems."""
     jobs = _dry_run(tmp_path, PROFILES[profile])
-    n, systems = ("17", "24") if profile == "gpu" else ("12", "18")
-    assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == (n, systems, "1"), jobs
+    n, systems = ((3 + 3 * 14, 1 + 3 * 23) if profile == "gpu" else (1 + 3 * 11, 1 + 3 * 17))
+    assert (jobs["train_model"], jobs["decode_test"], jobs["report"]) == \
+        (str(n), str(systems), "1"), jobs
     plan = Plan(load_config(ROOT / "config" / "config.yaml",
                             *(ROOT / "config" / f for f in PROFILES[profile])))
     assert plan.results.root == f"results/{profile}"
