@@ -65,11 +65,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, Result
 
 from pipeline_lib import stage_options
 from pipeline_lib.stage_options import json_value
+from pipeline_lib.evaluate.cached_ter import CachedTER
 from pipeline_lib.evaluate.meteor import Meteor
 from pipeline_lib.evaluate.tokenized_bleu import TokenizedBleu
 from pipeline_lib.evaluate.text_export import export
@@ -177,8 +178,10 @@ def doc_references(keys: list[tuple[str, int]], refs: list[list[str]]) -> list[l
 
 
 def metrics(cfg: ScoreConfig) -> dict[str, object]:
+    """The sentence-level metrics of one test set, shared by its scores and its paired bootstrap
+    (TER keeps each segment's statistics: :mod:`pipeline_lib.evaluate.cached_ter`)."""
     return {"bleu": BLEU(lowercase=cfg.lowercase), "chrf": CHRF(lowercase=cfg.lowercase),
-            "ter": TER(case_sensitive=not cfg.lowercase)}
+            "ter": CachedTER(case_sensitive=not cfg.lowercase)}
 
 
 def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
@@ -186,7 +189,7 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
                    replicates: dict[str, tuple[str, int]] | None = None,
                    meteor: Meteor | None = None,
                    against: list[tuple[str, str, str]] | None = None,
-                   tokenized: TokenizedBleu | None = None) -> dict:
+                   tokenized: TokenizedBleu | None = None, workers: int = 1) -> dict:
     """Scores and significance of every model on one test set (first model = baseline), and of
     every model against its matched control (``controls``: model -> control system). With
     ``replicates`` (system -> (group, seed)) each seed's systems are tested against that seed's
@@ -194,15 +197,18 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
     ``meteor``: corpus METEOR beside BLEU (default: no target language, exact matches only).
     ``against`` ((model, other, kind)): the same paired test of a model against its context
     controls (its random-context twin, its ablated decodings), under ``against.<kind>``.
-    ``tokenized``: the paper's tokenized BLEU beside sacreBLEU's, as ``tokenized_bleu``."""
+    ``tokenized``: the paper's tokenized BLEU beside sacreBLEU's, as ``tokenized_bleu``.
+    ``workers``: processes that compute TER's edit statistics first (the slowest part)."""
     meteor = meteor or Meteor()
     sent_refs = reference_streams(ts.refs)
     doc_keys_refs = doc_references(ts.keys, ts.refs)
     out: dict = {"sentences": len(ts.keys), "documents": len({d for d, _ in ts.keys}),
                  "references": len(sent_refs), "models": {}}
+    scorers = metrics(cfg)
+    scorers["ter"].fill([ts.hyps[m] for m in models], sent_refs, workers)
     for model in models:
         row: dict = {}
-        for name, metric in metrics(cfg).items():
+        for name, metric in scorers.items():
             score = metric.corpus_score(ts.hyps[model], sent_refs)
             row[name] = round(score.score, 2)
             row[f"{name}_signature"] = str(metric.get_signature())
@@ -219,7 +225,7 @@ def score_test_set(ts: TestSet, models: list[str], cfg: ScoreConfig,
         out["models"][model] = row
     # also with the baseline alone: the resampling gives each system's own 95 % interval
     for group in seed_groups(models, replicates or {}):
-        _significance(ts, group, cfg, sent_refs, doc_keys_refs, out)
+        _significance(ts, group, cfg, scorers, sent_refs, doc_keys_refs, out)
     for model, control in (controls or {}).items():
         out["models"][model]["control"] = _against(ts, model, control, cfg, sent_refs,
                                                    doc_keys_refs)
@@ -400,14 +406,13 @@ def delta_intervals(ts: TestSet, model: str, control: str, cfg: ScoreConfig,
             for name, groups in units.items()}
 
 
-def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, sent_refs, doc_refs,
-                  out: dict) -> None:
+def _significance(ts: TestSet, models: list[str], cfg: ScoreConfig, scorers: dict[str, object],
+                  sent_refs, doc_refs, out: dict) -> None:
     """Paired bootstrap of every model against the baseline, sentence- and document-level:
-    each system's 95 % interval (``_ci``) and, for every system but the baseline, its p-value."""
+    each system's 95 % interval (``_ci``) and, for every system but the baseline, its p-value.
+    ``scorers``: the test set's sentence-level metrics (:func:`metrics`)."""
     runs = [
-        ({"bleu": BLEU(lowercase=cfg.lowercase), "chrf": CHRF(lowercase=cfg.lowercase),
-          "ter": TER(case_sensitive=not cfg.lowercase)},
-         [(m, ts.hyps[m]) for m in models], sent_refs),
+        (scorers, [(m, ts.hyps[m]) for m in models], sent_refs),
         ({"dbleu": BLEU(lowercase=cfg.lowercase)},
          [(m, documents(ts.keys, ts.hyps[m])) for m in models], doc_refs),
     ]
@@ -433,13 +438,14 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
               controls: dict[str, str] | None = None,
               replicates: dict[str, tuple[str, int]] | None = None,
               tgt_lang: str | None = None, text_dir: Path | None = None,
-              against: list[tuple[str, str, str]] | None = None) -> dict:
+              against: list[tuple[str, str, str]] | None = None, workers: int = 1) -> dict:
     """Score all (model, corpus, split) hypotheses; returns the scores document. ``controls``
     (model -> its matched control) adds a test of each model against its control;
     ``replicates`` (system -> (group, seed), several seeds) the statistics across seeds;
     ``tgt_lang`` picks METEOR's stemmer (None: exact matches only); ``text_dir`` gets every test
     set's references and hypotheses as plain text (text_export.py); ``against`` (model, other
-    system, kind): context controls each model is also tested against (:func:`score_test_set`)."""
+    system, kind): context controls each model is also tested against; ``workers``: processes
+    for TER's edit statistics (:func:`score_test_set`)."""
     meteor = Meteor(tgt_lang)
     tokenized = _tokenized(cfg.tokenized_bleu, tgt_lang)
     controls = dict(controls or {})
@@ -486,7 +492,7 @@ def score_all(refs: dict[str, Path], hyps: list[tuple[str, str, str, Path]], bas
     for name in names:
         log.info("scoring %s (%d sentences)", name, len(sets[name].keys))
         results[name] = score_test_set(sets[name], models, cfg, controls, replicates, meteor,
-                                       against, tokenized)
+                                       against, tokenized, workers)
     manifest.counts = {name: {"sentences": r["sentences"], "documents": r["documents"]}
                        for name, r in results.items()}
     return {"baseline": baseline, "models": models, "test_sets": names,
@@ -521,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(twin, ctx_random, ctx_empty; repeatable)")
     ap.add_argument("--replicate", nargs=3, action="append", default=[],
                     metavar=("SYSTEM", "GROUP", "SEED"),
-                    help="SYSTEM is seed SEED's run of GROUP (several seeds; every system once)")
+                    help="SYSTEM is seed SEED's run of GROUP (several seeds; a system without "
+                         "one was trained once for every seed)")
     ap.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
     ap.add_argument("--tgt-lang", default=None,
                     help="target language (ISO 639-1): METEOR's stemmer (Porter for en, "
@@ -532,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
                          "score.tokenized_bleu)")
     ap.add_argument("--bootstrap-samples", type=int, default=ScoreConfig.bootstrap_samples)
     ap.add_argument("--significance-level", type=float, default=ScoreConfig.significance_level)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="processes for TER's edit statistics (the rule's threads; the scores "
+                         "do not depend on it)")
     ap.add_argument("--output", required=True, type=Path, help="scores JSON")
     ap.add_argument("--text-dir", type=Path, default=None,
                     help="write each test set's references and hypotheses as plain text here "
@@ -547,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                            [(m, c, s, Path(p)) for m, c, s, p in args.hyp], args.baseline, cfg,
                            manifest, dict(args.control),
                            {s: (g, int(seed)) for s, g, seed in args.replicate}, args.tgt_lang,
-                           args.text_dir, args.against)
+                           args.text_dir, args.against, args.threads)
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1

@@ -30,6 +30,9 @@ rule score_test:
         plan.results.benchmark("score_test")
     conda:
         "../../envs/score.yaml"
+    # TER's edit statistics in parallel (pipeline_lib/evaluate/cached_ter.py): the last job
+    # of a run, on the cores the decodes have left; Snakemake gives at most --cores
+    threads: 4
     params:
         args=plan.test_set_args(),
         # statistics, the baseline, matched controls and, with several seeds, which system is
@@ -38,7 +41,8 @@ rule score_test:
         code=code_hash("evaluate.score"),
     shell:
         "python -m pipeline_lib.evaluate.score {params.args} --options {params.options:q}"
-        " --output {output.scores:q} --text-dir {output.text:q} > {log:q} 2>&1"
+        " --threads {threads} --output {output.scores:q} --text-dir {output.text:q}"
+        " > {log:q} 2>&1"
 
 
 rule discourse_consistency:
