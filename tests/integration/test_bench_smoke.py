@@ -94,6 +94,11 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "train_throughput.py": (
         [*TINY_CONFIG, "--reference"],
         rf"^ours/reference: {NUM}$"),
+    "score_throughput.py": (
+        # the finished tiny run's hypotheses, scored with 1 and 2 processes (identical scores)
+        ["--directory", "{run}", "--configfile", "{root}/config/config.yaml", "{run}/config.yaml"],
+        rf"^score_throughput: \d+ hypothesis files scored in {NUM} s with 1 process, {NUM} s "
+        r"with 2$"),
     "trainer_efficiency.py": (
         # every data mode's job, on the tiny run's shards as bench/gpu_prepare.py --smoke lays
         # them out
