@@ -45,12 +45,13 @@ references. METEOR's word alignment is NLTK's; its corpus aggregation is ours
   ``seed_scope: fine_tune``, was trained once): each seed's systems are tested against that
   seed's baseline and their controls (the paired bootstrap above, per seed), and each GROUP
   gets its mean ± sample sd over seeds and a paired t-test across seeds (:func:`across_seeds`)
-  of its per-seed BLEU difference to its control's group and to the baseline's. WHY that test: a model and its
-  control of one seed share their initial checkpoint and data order, so the per-seed
-  difference cancels what the seed does to both, and the t-test asks whether the mean of those
-  differences is zero given how much they vary between seeds: the variation a single run's
-  bootstrap over test sentences cannot see (Clark et al. 2011). With 3 seeds it has 2 degrees
-  of freedom, so only a difference that is large against its spread is significant.
+  of its per-seed BLEU difference to its control's group and to the baseline's. WHY that
+  test: a model and its control of one seed share their initial checkpoint and data order, so
+  the per-seed difference cancels what the seed does to both, and the t-test asks whether the
+  mean of those differences is zero given how much they vary between seeds: the variation a
+  single run's bootstrap over test sentences cannot see (Clark et al. 2011). With 3 seeds it
+  has 2 degrees of freedom, so only a difference that is large against its spread is
+  significant.
 """
 
 from __future__ import annotations
