@@ -20,10 +20,20 @@ from sacrebleu.metrics import TER
 Pair = tuple[str, tuple[tuple[str, ...], ...]]   # (tokenized hypothesis, each reference's words)
 
 
+#: sacreBLEU's own TER for the pairs' statistics (they do not depend on its tokenizer settings:
+#: the pairs are tokenized already), built once per process, not once per pair
+_PLAIN = TER()
+
+
 def _edit_statistics(pair: Pair) -> list[float]:
     """TER's statistics of one pair (sacreBLEU's code; the tokenizer has already run)."""
     hyp, refs = pair
-    return TER()._compute_segment_statistics(hyp, {"ref_words": [list(r) for r in refs]})
+    return _PLAIN._compute_segment_statistics(hyp, {"ref_words": [list(r) for r in refs]})
+
+
+def _pair(hypothesis: str, ref_kwargs: dict) -> Pair:
+    """The key of a tokenized hypothesis and sacreBLEU's cached reference words."""
+    return hypothesis, tuple(map(tuple, ref_kwargs["ref_words"]))
 
 
 class CachedTER(TER):
@@ -34,7 +44,7 @@ class CachedTER(TER):
         self._stats: dict[Pair, list[float]] = {}
 
     def _compute_segment_statistics(self, hypothesis: str, ref_kwargs: dict) -> list[float]:
-        key = (hypothesis, tuple(map(tuple, ref_kwargs["ref_words"])))
+        key = _pair(hypothesis, ref_kwargs)
         if key not in self._stats:
             self._stats[key] = super()._compute_segment_statistics(hypothesis, ref_kwargs)
         return list(self._stats[key])
@@ -48,7 +58,7 @@ class CachedTER(TER):
         ref_cache = self._cache_references(references)
         for hyps in systems:
             for hyp, ref_kwargs in zip(hyps, ref_cache):
-                key = (self._preprocess_segment(hyp), tuple(map(tuple, ref_kwargs["ref_words"])))
+                key = _pair(self._preprocess_segment(hyp), ref_kwargs)
                 if key not in self._stats:
                     todo[key] = None
         pairs = list(todo)
