@@ -19,7 +19,7 @@ from pipeline_lib.codehash import code_hash
 from pipeline_lib.context_conditions import CONTEXT_MODELS
 from pipeline_lib.layout import CKPT_BEST, CKPT_FINAL
 
-PARSE_PRIORITY = 5  # between the baseline's chain and independent chains: Plan.train_priority
+PARSE_PRIORITY = 5  # below the baselines, above every other training job: Plan.train_priority
 SEED_SUFFIX = "_seed"   # <job>_seed<N>: job <job> trained with seed N (config `seeds`)
 MATCHED = "_matched_"   # <parent>_plus_matched_<job>: a control trained exactly <job>'s updates
 TWIN = "_random_context"  # <model>_random_context: <model> trained with other documents' context
@@ -251,16 +251,18 @@ class TrainingJobs:
                                          for s in seeds))
 
     def train_priority(self, job: str) -> int:
-        """Snakemake priority of a training job when cores are scarce: the baseline and every
-        job that starts from it form the longest chain (the baseline has the most updates and
-        the most fine-tunes wait for it), so they go first (10); stanza models and parsing
-        (``PARSE_PRIORITY``, DBSA's data) come next, so that the parse chain is not left for
-        the end; independent chains (cross-task and its controls) fill what is left (1)."""
+        """Snakemake priority of a training job when cores are scarce: the longest chain first
+        (critical-path list scheduling). The baseline of each seed (10) has the most updates
+        and the most jobs wait for it; stanza models and parsing (``PARSE_PRIORITY``, DBSA's
+        data) run beside it; a job that other jobs start from (3: cross-task pre-training and
+        its control) heads a chain of two trainings, so it goes before the jobs nothing starts
+        from (2: every fine-tune). With the fine-tunes first, the default run's last
+        half-hour ended on the cross-task fine-tune alone on one core (bench/RESULTS.md)."""
         baselines = {m for m in self.models  # the baseline of each seed
                      if self.replicas.get(m, (m,))[0] == self.config["models"][0]}
-        while job not in baselines and self.jobs[job].init_from:
-            job = self.jobs[job].init_from
-        return 10 if job in baselines else 1
+        if job in baselines:
+            return 10
+        return 3 if any(j.init_from == job for j in self.jobs.values()) else 2
 
     def train_code(self, job: str) -> str:
         """Code hash of a training job: the trainer, the shared core and the module of the job's

@@ -42,9 +42,11 @@ def test_dry_run_plans_every_stage_of_the_default_pipeline(tmp_path):
     # two stanza languages; 11 training jobs: the 6 registered models, the cross-task
     # pre-training and 4 control jobs (the baseline continued on the parsed pairs and on
     # documents; cross-task's chain mirrored by a Transformer trained from scratch, then
-    # fine-tuned); 10 decoded systems: the 6 models, cross-task sentence by sentence and the
-    # 3 controls that stand beside a model
-    assert (jobs["stanza_models"], jobs["train_model"], jobs["decode_test"]) == ("2", "11", "10")
+    # fine-tuned); 18 decoded systems: the 6 models, cross-task sentence by sentence, the 3
+    # controls that stand beside a model, and the 4 context models with random and with empty
+    # context; 6 forced decodings for CXMI, one per model
+    assert (jobs["stanza_models"], jobs["train_model"], jobs["decode_test"],
+            jobs["context_cxmi"]) == ("2", "11", "18", "6")
     # the report declares every other job's benchmark file: plan.rule_jobs is exactly this DAG
     plan = Plan(load_config(overrides={"results_dir": str(tmp_path / "results")}))
     assert {rule: str(len(w)) for rule, w in plan.rule_jobs().items()} == \
@@ -80,29 +82,31 @@ def test_lint_is_clean():
 # tags pre-trained on both resources, then fine-tuned); in Zh-En (all licensed: one LDC check) the
 # seven systems decode the five NIST test sets MT02-MT08. Zhang et al.: five NIST test sets decoded by
 # the baseline, DocT and its control. Deguchi et al.: DBSA from scratch and its
-# transformer_scratch control; both sides parsed in parse.shards pieces.
+# transformer_scratch control; both sides parsed in parse.shards pieces. Every context model is
+# also decoded with random and with empty context on every test set (score.context_ablation):
+# 2 more decodes per context model and test set, none for DBSA.
 PRESET_JOBS = {   # tokenize_corpus: every corpus; train_truecaser: each truecased language
     "chen2021_en-de_ted": {"download_corpus": "2", "check_ldc": "1", "ingest_corpus": "3",
                            "tokenize_corpus": "3", "train_truecaser": "2",
-                           "train_model": "8", "decode_test": "7"},
+                           "train_model": "8", "decode_test": "11"},
     "chen2021_en-de_news": {"download_corpus": "2", "check_ldc": "1", "ingest_corpus": "3",
                             "tokenize_corpus": "3", "train_truecaser": "2",
-                            "train_model": "8", "decode_test": "7"},
+                            "train_model": "8", "decode_test": "11"},
     "chen2021_en-de_europarl": {"download_corpus": "2", "check_ldc": "1", "ingest_corpus": "4",
                                 "tokenize_corpus": "4", "train_truecaser": "2",
-                                "train_model": "8", "decode_test": "7"},
+                                "train_model": "8", "decode_test": "11"},
     "chen2021_zh-en": {"check_ldc": "1", "ingest_corpus": "9", "tokenize_corpus": "9",
-                       "train_truecaser": None, "train_model": "8", "decode_test": "35"},
+                       "train_truecaser": None, "train_model": "8", "decode_test": "55"},
     "jiang2019_es-en_ted": {"download_corpus": "1", "ingest_corpus": "1", "tokenize_corpus": "1",
-                            "train_truecaser": "2", "train_model": "3", "decode_test": "3"},
+                            "train_truecaser": "2", "train_model": "3", "decode_test": "5"},
     "zhang2018_zh-en": {"check_ldc": "1", "ingest_corpus": "8", "tokenize_corpus": "8",
-                        "train_truecaser": None, "train_model": "3", "decode_test": "15"},
+                        "train_truecaser": None, "train_model": "3", "decode_test": "25"},
     "deguchi2019_ja-en_aspec": {"ingest_corpus": "1", "tokenize_corpus": "1",
                                 "train_truecaser": None, "stanza_models": "2",
                                 "parse_shard": "128", "parse_corpus": "1", "train_model": "3",
                                 "decode_test": "3"},
     "tu2018_zh-en_ted": {"download_corpus": "1", "ingest_corpus": "1", "tokenize_corpus": "1",
-                         "train_truecaser": None, "train_model": "3", "decode_test": "3"},
+                         "train_truecaser": None, "train_model": "3", "decode_test": "5"},
 }
 #: presets with DBSA parse both sides of their training corpus; the others parse nothing
 PARSING = {"deguchi2019_ja-en_aspec"}

@@ -236,7 +236,7 @@ def test_rule_jobs_and_the_reports_flags_name_every_planned_job(default):
         "ingest_corpus": 1, "stanza_models": 2, "parse_shard": 4, "parse_corpus": 1,
         "train_bpe": 1, "encode_bpe": 1, "encode_heads": 1, "make_head_shards": 1,
         "noise_docs": 1, "make_shards": 1, "verify_shards": 1, "train_model": 11,
-        "decode_test": 10, "score_test": 1, "discourse_consistency": 1}
+        "decode_test": 18, "context_cxmi": 6, "score_test": 1, "discourse_consistency": 1}
     assert {"corpus": "bible", "side": "tgt", "shard": "1"} in jobs["parse_shard"]
     assert {"model": "crosstask_sent", "corpus": "bible", "split": "test"} in jobs["decode_test"]
     inputs = default.report_inputs()
@@ -275,14 +275,16 @@ def test_rule_jobs_of_downloads_ldc_and_suites():
     assert [w["model"] for w in jobs["train_model"]] == ["transformer", "doct"]
 
 
-def test_the_baselines_chain_trains_first_then_parsing_then_independent_chains(default):
-    """On 2 cores the default run fits its budget only in this order (README, bench/RESULTS)."""
-    assert default.train_priority("transformer") == 10
-    for job in ("doct", "cache", "camn", "dbsa", default.control_of("doct")):
-        assert default.train_priority(job) == 10, job
-    assert 1 == default.train_priority("crosstask_pretrain") < PARSE_PRIORITY < 10
-    assert default.train_priority("crosstask") == 1
-    assert default.train_priority(default.control_of("crosstask")) == 1
+def test_the_longest_chain_trains_first(default):
+    """On 2 cores the default run fits its budget only in this order (README, bench/RESULTS):
+    the baseline, then parsing, then the jobs that others start from, then the fine-tunes."""
+    assert default.train_priority("transformer") == 10 > PARSE_PRIORITY
+    heads = ("crosstask_pretrain", default.jobs[default.control_of("crosstask")].init_from)
+    assert {default.train_priority(job) for job in heads} == {3}
+    assert PARSE_PRIORITY > 3
+    for job in ("doct", "cache", "camn", "dbsa", "crosstask", default.control_of("doct"),
+                default.control_of("crosstask")):
+        assert default.train_priority(job) == 2, job
 
 
 def test_several_seeds_repeat_the_fine_tunes_from_one_baseline():
@@ -312,8 +314,8 @@ def test_several_seeds_repeat_the_fine_tunes_from_one_baseline():
     assert len(replicates) == len(plan.systems) - 1 == 3 * (len(single.systems) - 1)
     per_system = len(plan.test_corpora) * len(plan.test_splits)
     assert len(plan.hypotheses()) == 3 * len(single.hypotheses()) - 2 * per_system
-    assert {plan.train_priority(j) for j in ("transformer", "doct_seed1", "doct_seed3")} == {10}
-    assert plan.train_priority("crosstask_seed2") == 1
+    assert plan.train_priority("transformer") == 10
+    assert {plan.train_priority(j) for j in ("doct_seed1", "doct_seed3", "crosstask_seed2")} == {2}
 
 
 def test_seed_scope_all_repeats_every_chain_and_control_per_seed():
@@ -340,10 +342,10 @@ def test_seed_scope_all_repeats_every_chain_and_control_per_seed():
     assert len(replicates) == len(plan.systems) == 3 * len(single.systems)
     assert ["crosstask_seed2_sent", "crosstask_sent", "2"] in replicates
     assert len(plan.hypotheses()) == 3 * len(single.hypotheses())
-    # every seed's baseline chain goes first on 2 cores
-    assert {plan.train_priority(f"{j}_seed{s}") for j in ("transformer", "doct")
-            for s in (1, 2, 3)} == {10}
-    assert plan.train_priority("crosstask_seed2") == 1
+    # every seed's baseline goes first on 2 cores, every seed's fine-tunes last
+    assert {plan.train_priority(f"transformer_seed{s}") for s in (1, 2, 3)} == {10}
+    assert plan.train_priority("crosstask_pretrain_seed2") == 3
+    assert {plan.train_priority(f"{j}_seed2") for j in ("doct", "crosstask")} == {2}
 
 
 def test_one_seed_keeps_the_names_and_the_default_none():
@@ -471,9 +473,9 @@ def test_context_twins_and_ablations_exist_for_context_models_only():
     # without a plateau rule a twin has its model's cap, not its manifest
     capped = Plan(load_config(overrides=on))
     assert capped.jobs["doct_random_context"].budget_of is None
-    # off by default: nothing added
+    # by default the ablations (cheap decodes), not the twins (trainings)
     default = Plan(load_config())
-    assert default.twins == {} and default.ablations == {}
+    assert default.twins == {} and default.ablations == plan.ablations
     assert not any("random_context" in j for j in default.jobs)
     # seeds: each seed's model gets its own twin and ablations
     seeded = Plan(load_config(overrides={**on, "seeds": [1, 2]}))

@@ -17,7 +17,7 @@ rule stanza_models:
         plan.results.log("stanza_models"),
     benchmark:
         plan.results.benchmark("stanza_models")
-    priority: PARSE_PRIORITY  # after the baseline's chain, before independent chains: train.smk
+    priority: PARSE_PRIORITY  # after the baselines, before the other training jobs: train.smk
     conda:
         "../../envs/parse.yaml"
     # one thread per language: both languages train side by side on 2 cores

@@ -42,9 +42,8 @@ rule train_model:
         plan.results.benchmark("train_model")
     wildcard_constraints:
         model=plan.job_regex(),
-    # When cores are scarce the baseline's chain (baseline -> fine-tunes -> decoding, the
-    # longest) goes first, then stanza and parsing (DBSA's data), then independent chains
-    # (cross-task and its controls): plan.train_priority.
+    # When cores are scarce the longest chain goes first: the baseline, then stanza and parsing
+    # (DBSA's data), then jobs that others start from, then the fine-tunes: plan.train_priority.
     priority: lambda wc: plan.train_priority(wc.model)
     # Exit 143 = saved after SIGTERM/SIGUSR1 (pre-emption, time limit): a retry (or SLURM's
     # requeue) resumes from checkpoints/last. A run that finished is never continued: a job
