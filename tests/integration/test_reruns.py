@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,8 @@ import yaml
 
 from conftest import ROOT, run_snakemake
 
-# the tiny run is shared by every xdist worker (conftest.py) and these tests edit files in it
-# (a corpus file, changed.yaml): they run one after another on one worker
+# the tiny run is shared by every xdist worker (conftest.py) and one test edits a corpus file in
+# it: they run one after another on one worker
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiny_pipeline_edits")]
 
 JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\n((?:    .*\n)*)", re.M)
@@ -24,9 +25,16 @@ def planned(work: Path, config: dict | None = None) -> set[tuple[str, str]]:
     """(rule, wildcards) of every job `snakemake -n` plans, optionally with another config."""
     args = ["-n"]
     if config is not None:
-        (work / "changed.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        args = ["-n", "--configfile", *_configfiles(work), str(work / "changed.yaml")]
-    proc = run_snakemake(work, *args, timeout=300)
+        # a file of this call's own: under -n 3 a test once planned with another test's
+        # changed config from a shared changed.yaml (bench/RESULTS.md, the test suite)
+        changed = work / f"changed-{uuid.uuid4().hex}.yaml"
+        changed.write_text(yaml.safe_dump(config, sort_keys=False))
+        args = ["-n", "--configfile", *_configfiles(work), str(changed)]
+    try:
+        proc = run_snakemake(work, *args, timeout=300)
+    finally:
+        if config is not None:
+            changed.unlink()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs = set()
     for rule, body in JOB.findall(proc.stdout + proc.stderr):
