@@ -256,8 +256,8 @@ class TrainingJobs:
         and the most jobs wait for it; stanza models and parsing (``PARSE_PRIORITY``, DBSA's
         data) run beside it; a job that other jobs start from (3: cross-task pre-training and
         its control) heads a chain of two trainings, so it goes before the jobs nothing starts
-        from (2: every fine-tune). With the fine-tunes first, the default run's last
-        half-hour ended on the cross-task fine-tune alone on one core (bench/RESULTS.md)."""
+        from (2: every fine-tune). With the fine-tunes first, the default run ended with the
+        cross-task fine-tune alone on one core for 5 minutes (bench/RESULTS.md)."""
         baselines = {m for m in self.models  # the baseline of each seed
                      if self.replicas.get(m, (m,))[0] == self.config["models"][0]}
         if job in baselines:
