@@ -88,8 +88,9 @@ def smoke_overrides(name: str) -> dict:
         "model_settings": {job: {"train": dict(SMOKE_STEPS)} for job in jobs},
         "decode": {"beam": 2, "max_len_b": 5},
         # the context ablation's decodes and forced decodings run end to end in the tiny run
-        # (conftest.py); of the presets only Zhang et al.'s (DocT, five test sets) repeats them:
-        # in all of them, Chen Zh-En decoded 55 systems x test sets, not 35 (346 s, not 227 s)
+        # (conftest.py); of the presets only Zhang et al.'s (DocT, five test sets) repeats them.
+        # With it on in every preset, Chen Zh-En decoded 55 system x test-set pairs, not 35
+        # (346 s, not 227 s)
         "score": {"bootstrap_samples": 50, "context_ablation": name == "zhang2018_zh-en"},
         # the fixtures' test talks repeat training talks: counted, not removed (nor an error)
         "hygiene": {"overlap": "keep"},
