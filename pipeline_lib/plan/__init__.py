@@ -7,12 +7,14 @@ is ordinary Python that deserves unit tests (tests/unit/test_plan.py runs it on 
 config and every preset), and rule files that share globals depend on their include order. The
 Snakefile builds one :class:`Plan` after validation and every rule file reads only it.
 
-The plan has five parts, one module each, each with one reason to change:
+The plan has six parts, one module each, each with one reason to change:
 
 * :class:`~pipeline_lib.plan.data.DataStages` (``data.py``): corpora, splits, BPE corpora,
   shards, test sets, parsing;
 * :class:`~pipeline_lib.plan.training.TrainingJobs` (``training.py``): training jobs, their
-  matched controls and seed replicas, what each job is given and its priority;
+  matched controls, random-context twins and seed replicas;
+* :class:`~pipeline_lib.plan.train_inputs.TrainInputs` (``train_inputs.py``): what each
+  training job is given (checkpoints, shards, aux stream, budget) and its priority;
 * :class:`~pipeline_lib.plan.evaluation.Evaluation` (``evaluation.py``): the systems decoded
   and scored, their test sets and suites;
 * :class:`~pipeline_lib.plan.targets.Targets` (``targets.py``): ``rule all``'s targets and the
@@ -37,11 +39,12 @@ from pipeline_lib.plan.data import DataStages
 from pipeline_lib.plan.evaluation import Evaluation
 from pipeline_lib.plan.options import StageOptions
 from pipeline_lib.plan.targets import Targets
+from pipeline_lib.plan.train_inputs import TrainInputs
 from pipeline_lib.plan.training import TrainingJobs
 from pipeline_lib.results import Results
 
 
-class Plan(DataStages, TrainingJobs, Evaluation, Targets, StageOptions):
+class Plan(DataStages, TrainingJobs, TrainInputs, Evaluation, Targets, StageOptions):
     """Everything the rule files need to know about a validated config (module docstring)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
