@@ -60,6 +60,20 @@ def test_profile_plans(tmp_path, profile):
         assert plan.config["cluster"]["gpus_per_node"] == 1
 
 
+def test_smoke_seeds_plans_three_seeds_of_the_fine_tune_stage(tmp_path):
+    """config/smoke_seeds.yaml (the row of bench/RESULTS.md that applies the decision rule to
+    three seeds at smoke budgets): one baseline; per seed DocT, the cache, CAMN, their one
+    control (fixed budgets: the same updates for all three) and three twins; each context
+    model, control and twin decoded, the context models also with random and empty context;
+    CXMI for the baseline (0 by construction) and each seed's three context models."""
+    jobs = _dry_run(tmp_path, ["smoke_seeds.yaml"])
+    assert (jobs["train_model"], jobs["decode_test"], jobs["context_cxmi"]) == \
+        (str(1 + 3 * 7), str(1 + 3 * 13), str(1 + 3 * 3)), jobs
+    plan = Plan(load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "smoke_seeds.yaml"))
+    assert plan.results.root == "results/smoke_seeds"
+    assert all(j.train["patience"] == 0 for j in plan.jobs.values())
+
+
 @pytest.mark.parametrize("target, files", [("reproduce-converged", ["converged.yaml"]),
                                            ("reproduce-gpu", ["converged.yaml", "gpu.yaml"])])
 def test_make_targets_start_the_profiles(target, files):
