@@ -316,7 +316,9 @@ def across_seeds(rows: dict[str, dict], baseline: str, controls: dict[str, str],
                  replicates: dict[str, tuple[str, int]], level: float) -> dict:
     """Per group (a system of the single-seed plan): its seeds, BLEU per seed, mean ± sd, and
     paired t-tests across seeds of its difference to its control's group and to the
-    baseline's (each seed against the same seed's control and baseline)."""
+    baseline's (each seed against the same seed's control and baseline), and, under
+    ``against.<kind>``, to each of its context controls (each seed against its own twin or its
+    own ablated decoding)."""
     by_group: dict[str, dict[int, str]] = {}
     for system, (group, seed) in replicates.items():
         if system in rows:
@@ -340,6 +342,12 @@ def across_seeds(rows: dict[str, dict], baseline: str, controls: dict[str, str],
                 "group": replicates.get(control[seeds[0]], (control[seeds[0]],))[0],
                 "per_seed_p": [rows[runs[s]]["control"]["bleu_p"] for s in seeds],
                 **paired_t([rows[runs[s]]["control"]["bleu_delta"] for s in seeds], level)}
+        # each context control (twin, ablated decodings) that every seed was tested against
+        kinds = [k for k in rows[runs[seeds[0]]].get("against", {})
+                 if all(k in rows[runs[s]].get("against", {}) for s in seeds)]
+        if kinds:
+            entry["against"] = {k: paired_t([rows[runs[s]]["against"][k]["bleu_delta"]
+                                             for s in seeds], level) for k in kinds}
         out[group] = entry
     return out
 

@@ -13,7 +13,8 @@ from pipeline_lib import stage_options
 from pipeline_lib.atomic import write_text
 from pipeline_lib.evaluate import report
 from pipeline_lib.evaluate.report.chains import job_roles, start_updates
-from pipeline_lib.evaluate.report.context_use import context_bleu_table, context_table
+from pipeline_lib.evaluate.report.context_use import (context_bleu_table, context_seeds_table,
+                                                      context_table)
 from pipeline_lib.evaluate.report.document import (BLEU_FILE, CONFIG_FILE, CURVES_FILE, NA,
                                                    Figure, Section, Table)
 from pipeline_lib.evaluate.report.inputs import Inputs, read_inputs
@@ -74,7 +75,9 @@ def build_report(inputs: Inputs, out_dir: Path, manifest: Manifest,
     if across is not None:
         bleu.blocks.append(across)
     context_blocks = [b for b in ([context_table(inputs.cxmi)] if inputs.cxmi else [])
-                      + [context_bleu_table(scores) if scores else None] if b is not None]
+                      + [context_bleu_table(scores) if scores else None,
+                         context_seeds_table(scores, inputs.cxmi) if scores else None]
+                      if b is not None]
     sections = [
         Section("Verdict", [regime_text(inputs), verdict_table(inputs),
                             data_gap_block(inputs), budget_table(inputs, starts)]),

@@ -251,9 +251,11 @@ def test_seeds_are_tested_within_each_seed_and_across_seeds(tmp_path):
             runs.append((name, "c", "test", hyps(name, keep)))
             replicates[name] = (group, seed)
         controls[f"model_seed{seed}"] = f"ctrl_seed{seed}"
+    # the control doubles as each seed's context control (a twin): tested across seeds too
+    twins = [(f"model_seed{s}", f"ctrl_seed{s}", "twin") for s in (1, 2, 3)]
     out = score.score_all({"c": tmp_path / "docs.parquet"}, runs, "base_seed1",
                           score.ScoreConfig(bootstrap_samples=100), Manifest("t"), controls,
-                          replicates)
+                          replicates, against=twins)
     res = out["results"]["c/test"]
     rows_ = res["models"]
     assert out["replicates"]["model_seed2"] == ["model", 2]
@@ -273,6 +275,8 @@ def test_seeds_are_tested_within_each_seed_and_across_seeds(tmp_path):
     assert c["wins"] == 3 and c["df"] == 2 and c["significant"] and c["p"] < 0.05
     assert c["per_seed_p"] == [rows_[f"model_seed{s}"]["control"]["bleu_p"] for s in (1, 2, 3)]
     assert "control" not in seeds["base"] and "baseline" not in seeds["base"]
+    assert seeds["model"]["against"]["twin"]["deltas"] == c["deltas"]
+    assert seeds["model"]["against"]["twin"]["p"] == c["p"] and "against" not in seeds["ctrl"]
     assert seeds["ctrl"]["baseline"]["group"] == "base"
     with pytest.raises(ValueError, match="--replicate names unknown systems: \\['nope'\\]"):
         score.score_all({"c": tmp_path / "docs.parquet"}, runs, "base_seed1", score.ScoreConfig(),
