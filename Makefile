@@ -10,7 +10,7 @@ SNAKEMAKE_ARGS ?=
 # Rules call `python -m pipeline_lib...`: the venv's python must come first on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: reproduce reproduce-converged reproduce-gpu test install corpus browser lint dryrun clean
+.PHONY: reproduce reproduce-seeds reproduce-converged reproduce-gpu test install corpus browser lint dryrun clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else \
@@ -39,6 +39,11 @@ PROFILE_CONFIGS := --configfile config/config.yaml config/converged.yaml
 
 reproduce-converged: corpus
 	$(VENV)/bin/snakemake --cores $(CORES) $(PROFILE_CONFIGS) $(SNAKEMAKE_ARGS)
+
+# The smoke budgets over three seeds, with the random-context twins (results/smoke_seeds/).
+reproduce-seeds: corpus
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml config/smoke_seeds.yaml \
+	  $(SNAKEMAKE_ARGS)
 
 reproduce-gpu:
 	$(MAKE) corpus VENV=.venv-gpu

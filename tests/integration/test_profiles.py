@@ -74,7 +74,8 @@ def test_smoke_seeds_plans_three_seeds_of_the_fine_tune_stage(tmp_path):
     assert all(j.train["patience"] == 0 for j in plan.jobs.values())
 
 
-@pytest.mark.parametrize("target, files", [("reproduce-converged", ["converged.yaml"]),
+@pytest.mark.parametrize("target, files", [("reproduce-seeds", ["smoke_seeds.yaml"]),
+                                           ("reproduce-converged", ["converged.yaml"]),
                                            ("reproduce-gpu", ["converged.yaml", "gpu.yaml"])])
 def test_make_targets_start_the_profiles(target, files):
     out = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True,
