@@ -55,6 +55,10 @@ def test_across_seeds_the_cxmi_rule_must_hold_in_every_seed():
         ["camn", "c/test", "1, 2", "no: uses its context in 1 of 2 seeds"]]
     assert t.rows[0][4] == "+0.40 ± 0.10 (+0.50, +0.30), p 0.04†"
     assert t.rows[0][5] == "+0.05 ± 0.10 (-0.10, +0.20), p 0.7" and t.rows[0][6] == NA
+    stream = {"sentences": 9, "not_measured": "stream mode"}     # the cache: no CXMI
+    seeds["cache"] = {**seeds["doct"], "systems": ["cache_seed1", "cache_seed2"]}
+    cxmi.update({f"cache_seed{s}": [("c/test", stream)] for s in (1, 2)})
+    assert context_seeds_table(scores, cxmi).rows[2][3] == "not measured by CXMI"
     del cxmi["camn_seed2"]
     assert context_seeds_table(scores, cxmi).rows[1][3] == "not decided: a seed has no CXMI"
     one_seed = {"test_sets": ["c/test"], "results": {"c/test": {"models": {}}}}
