@@ -10,7 +10,8 @@ SNAKEMAKE_ARGS ?=
 # Rules call `python -m pipeline_lib...`: the venv's python must come first on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: reproduce reproduce-seeds reproduce-converged reproduce-gpu test install corpus browser lint dryrun clean
+.PHONY: reproduce reproduce-seeds reproduce-converged reproduce-gpu test install corpus browser \
+	lint dryrun clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else \

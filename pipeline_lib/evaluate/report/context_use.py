@@ -160,8 +160,8 @@ def context_seeds_table(scores: dict, cxmi: dict[str, list[tuple[str, dict | Non
     if not t.rows:
         return None
     t.notes.append("Each seed's model against its own twin and its own ablated decodings "
-                   "(previous table); mean ± sample sd of those Δ over seeds, each seed's Δ, and "
-                   "Student's paired t-test of the per-seed Δ (df = seeds − 1; †: "
+                   "(previous table); mean ± sample sd of those Δ over seeds, each seed's Δ, "
+                   "and Student's paired t-test of the per-seed Δ (df = seeds − 1; †: "
                    "significant). Rule: a model uses its context where CXMI's rule (true − "
                    "empty and true − random both above 0) holds in every seed. Contrastive "
                    "suites, where the run has one for its language pair, are in Discourse.")
